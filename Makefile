@@ -1,0 +1,132 @@
+# hakmem — build, test and benchmark.
+#   make                 libraries in build/ (libhakmem.so, libhakmem.a)
+#   make test            build and run every test (release, then the same tests in the debug build)
+#   make bench           build everything and run the benchmark comparison (hakmem vs glibc and peers)
+#   make DEBUG=1         invariant checks on (build-debug/)
+#   make SAN=undefined   UBSan build (build-ubsan/); SAN=thread: TSan, hak_ API only (build-tsan/)
+#   make L2_RING=48 L25_RING=16   per-pool ring capacities (build maximums)
+#   make FAST_STATS=1    count fast-path hits too (on in DEBUG builds)
+#   make install PREFIX=/usr/local
+
+CC       ?= cc
+CXX      ?= c++
+PREFIX   ?= /usr/local
+DEBUG    ?= 0
+SAN      ?=
+FAST_STATS ?= $(DEBUG)
+L2_RING  ?= 48
+L25_RING ?= 16
+
+ifeq ($(SAN),)
+  ifeq ($(DEBUG),1)
+    BUILD ?= build-debug
+  else
+    BUILD ?= build
+  endif
+else
+  BUILD ?= build-$(SAN:undefined=ubsan)
+endif
+BUILD := $(patsubst build-thread,build-tsan,$(BUILD))
+
+OPT      := -O2
+ifeq ($(DEBUG),1)
+  OPT    := -O1 -DHAK_DEBUG=1
+endif
+SANFLAGS :=
+ifneq ($(SAN),)
+  SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer
+  ifeq ($(SAN),undefined)
+    SANFLAGS += -fno-sanitize-recover=undefined
+  endif
+endif
+# The TSan build leaves malloc alone (TSan owns it) and is used through the hak_ API.
+OVERRIDE ?= $(if $(filter thread,$(SAN)),0,1)
+
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS_LIB := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) -fvisibility=hidden \
+  -ftls-model=initial-exec -fno-semantic-interposition -fno-strict-aliasing \
+  -fno-stack-protector -fno-plt -fexceptions -fno-tree-slp-vectorize -Iinclude -Isrc $(SANFLAGS) \
+  -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) \
+  -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_OVERRIDE=$(OVERRIDE)
+LIB_SRCS := src/os.c src/region.c src/slab.c src/tiny.c src/mid.c src/large.c \
+  src/thread.c src/options.c src/stats.c src/guard.c src/api.c
+ifeq ($(OVERRIDE),1)
+  LIB_SRCS += src/override.c
+endif
+LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
+LIB_HDRS := include/hakmem.h $(wildcard src/*.h)
+
+.PHONY: all lib test bench install clean tests benches check-all
+all: lib
+lib: $(BUILD)/libhakmem.so $(BUILD)/libhakmem.a
+
+$(BUILD)/obj/%.o: src/%.c $(LIB_HDRS) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_LIB) -c $< -o $@
+
+$(BUILD)/libhakmem.so: $(LIB_OBJS)
+	$(CC) -shared -o $@ $(LIB_OBJS) $(SANFLAGS) -Wl,-z,nodelete -lpthread
+$(BUILD)/libhakmem.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $(LIB_OBJS)
+
+# ---- tests --------------------------------------------------------------
+CFLAGS_TEST := -std=gnu11 -D_GNU_SOURCE -O1 -g $(WARN) -Wno-missing-prototypes -Iinclude -Isrc $(SANFLAGS) \
+  -fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc -fno-builtin-realloc
+TEST_SRCS := $(wildcard tests/test_*.c)
+TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+TEST_CXX  := $(wildcard tests/test_*.cc)
+TEST_CXX_BINS := $(TEST_CXX:tests/%.cc=$(BUILD)/tests/%)
+PLAIN_SRCS := $(wildcard tests/plain_*.c)
+PLAIN_BINS := $(PLAIN_SRCS:tests/%.c=$(BUILD)/tests/%)
+PLAIN_CXX  := $(wildcard tests/plain_*.cc)
+PLAIN_CXX_BINS := $(PLAIN_CXX:tests/%.cc=$(BUILD)/tests/%)
+tests: lib $(TEST_BINS) $(TEST_CXX_BINS) $(PLAIN_BINS) $(PLAIN_CXX_BINS) benches
+
+# Tests link the shared library (the -lhakmem path); tests named test_hakapi_* link
+# the static one and use only the hak_ API (that is what the TSan build runs).
+$(BUILD)/tests/test_hakapi_%: tests/test_hakapi_%.c $(BUILD)/libhakmem.a tests/testing.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_TEST) $< -o $@ $(BUILD)/libhakmem.a -lpthread
+$(BUILD)/tests/test_%: tests/test_%.c $(BUILD)/libhakmem.so tests/testing.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_TEST) $< -o $@ -L$(BUILD) -Wl,-rpath,'$$ORIGIN/..' -lhakmem -lpthread -ldl
+# plain_* programs never link hakmem: script tests run them with and without LD_PRELOAD.
+$(BUILD)/tests/plain_%: tests/plain_%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Iinclude $< -o $@ -lpthread -ldl
+$(BUILD)/tests/plain_%: tests/plain_%.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O1 -g -Wall -Wextra -fsized-deallocation -faligned-new $< -o $@ -lpthread
+
+test: tests
+	@sh tests/run.sh $(BUILD)
+ifeq ($(DEBUG)$(SAN),0)
+	@$(MAKE) --no-print-directory DEBUG=1 tests
+	@sh tests/run.sh build-debug
+endif
+
+# ---- benchmarks -----------------------------------------------------------
+# Benchmark programs never link hakmem: the allocator is chosen by LD_PRELOAD.
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+benches: $(BENCH_BINS)
+$(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fno-builtin-malloc -fno-builtin-free $< -o $@ -lpthread -lm
+
+bench: lib benches
+	python3 tools/hakmem bench --build $(BUILD)
+
+# ---- install ----------------------------------------------------------------
+install: lib
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(BUILD)/libhakmem.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libhakmem.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 include/hakmem.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 tools/hakmem $(DESTDIR)$(PREFIX)/bin/hakmem
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' hakmem.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hakmem.pc
+
+clean:
+	rm -rf build build-debug build-ubsan build-tsan

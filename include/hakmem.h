@@ -1,0 +1,51 @@
+/* hakmem — a general-purpose memory allocator for Linux.
+ *
+ * Use it as a drop-in malloc (LD_PRELOAD=libhakmem.so, or link -lhakmem: the
+ * standard names malloc, free, ... are overridden), or call the hak_ names
+ * below directly. Every hak_ function behaves like its standard namesake,
+ * errno included. */
+#ifndef HAKMEM_H
+#define HAKMEM_H
+
+#include <stddef.h>
+#include <malloc.h>   /* struct mallinfo2 */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HAKMEM_VERSION "0.1.0"
+
+void  *hak_malloc(size_t size);
+void   hak_free(void *ptr);
+void  *hak_calloc(size_t count, size_t size);
+void  *hak_realloc(void *ptr, size_t size);
+void  *hak_reallocarray(void *ptr, size_t count, size_t size);
+int    hak_posix_memalign(void **out, size_t alignment, size_t size);
+void  *hak_aligned_alloc(size_t alignment, size_t size);
+void  *hak_memalign(size_t alignment, size_t size);
+void  *hak_valloc(size_t size);
+void  *hak_pvalloc(size_t size);
+size_t hak_malloc_usable_size(const void *ptr);
+void   hak_free_sized(void *ptr, size_t size);
+void   hak_free_aligned_sized(void *ptr, size_t alignment, size_t size);
+
+/* Releases cached and empty memory it can reach; returns 1 when it released
+ * something (as glibc's malloc_trim). */
+int    hak_malloc_trim(size_t pad);
+/* Same as hak_malloc_trim(0), without the return value. */
+void   hak_collect(void);
+/* hakmem's own figures in glibc's struct: arena = bytes mapped,
+ * uordblks = bytes in use (blocks held by the program or thread caches),
+ * fordblks = mapped but not in use, hblkhd = freed Large mappings cached. */
+struct mallinfo2 hak_mallinfo2(void);
+
+/* Prints the counters report (as HAKMEM_STATS=1 does at exit) to stderr. */
+void   hak_stats_print(void);
+/* Writes the counters as JSON to path; returns 0, or -1 with errno set. */
+int    hak_stats_write_json(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,178 @@
+/* api.c — the hak_ API: every malloc-family function, routed by tier, with
+ * errno, alignment, overflow and zero-size behaviour as POSIX and glibc
+ * document them; plus the two out-of-line slow paths of malloc and free. */
+#include "hakmem_internal.h"
+
+#include <errno.h>
+
+/* ---- routing ------------------------------------------------------------------ */
+/* A block of class c for an aligned request (the class was chosen so that
+ * every block of it is aligned enough). */
+static void *class_alloc(unsigned c) {
+  return c < HAK_NTINY ? _hak_tiny_alloc_slow(c) : _hak_mid_alloc(c);
+}
+
+/* HAK_SLOW: every malloc the inline path could not serve. */
+void *_hak_malloc_slow(size_t n) {
+  struct hak_heap *h = _hak_tls.heap;
+  if (h) h->stats.malloc_slow++;
+  if (n <= HAK_MID_MAX) return class_alloc(_hak_class_of_size(n));
+  if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+  return _hak_large_alloc(n, 0, false);
+}
+
+/* A live block of ours: its class (>= 0), or -1 when p is not a class block
+ * start. A class block that is free is a double free of call. */
+static int live_class(void *p, const char *call) {
+  int c = hak_block_class(p);
+  if (c >= 0 && HAK_UNLIKELY(((void **)p)[1] == (void *)_hak_free_key))
+    _hak_guard_double_free(p, call, _hak_classes[c].size);
+  return c;
+}
+
+/* HAK_SLOW: every free the inline path could not take. */
+void _hak_free_slow(void *p, const char *call) {
+  if (!p) return;
+  struct hak_heap *h = _hak_tls.heap;
+  if (h) h->stats.free_slow++;
+  int c = live_class(p, call);
+  if (c >= 0) {
+    if (_hak_tls.credit[c] < 0) _hak_tls.credit[c] = 0;   /* see hak_free_inline */
+    if (c < HAK_NTINY) _hak_tiny_free_slow(p, (unsigned)c);
+    else _hak_mid_free(p, (unsigned)c);
+    return;
+  }
+  if (_hak_large_free(p, call)) return;
+  _hak_guard_foreign_free(p, call);
+}
+
+/* ---- the API ------------------------------------------------------------------ */
+HAK_API void *hak_malloc(size_t n) { return hak_malloc_inline(n); }
+HAK_API void hak_free(void *p) { hak_free_inline(p); }
+
+HAK_API void *hak_calloc(size_t count, size_t size) {
+  size_t n;
+  if (__builtin_mul_overflow(count, size, &n)) { errno = ENOMEM; return NULL; }
+  if (n > HAK_MID_MAX) {
+    if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+    return _hak_large_alloc(n, 0, true);          /* fresh mappings are zero */
+  }
+  void *p = hak_malloc_inline(n);
+  if (p) memset(p, 0, n);
+  return p;
+}
+
+HAK_API size_t hak_malloc_usable_size(const void *p) {
+  if (!p) return 0;
+  int c = live_class((void *)p, "malloc_usable_size");
+  if (c >= 0) return _hak_classes[c].size;
+  size_t large = _hak_large_usable(p);
+  return large ? large : _hak_guard_foreign_usable(p, "malloc_usable_size");
+}
+
+/* glibc's realloc(p, 0) frees p and returns NULL. */
+HAK_API void *hak_realloc(void *p, size_t n) {
+  if (!p) return hak_malloc(n);
+  if (n == 0) { _hak_free_slow(p, "realloc"); return NULL; }
+  if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+  size_t old;
+  int c = live_class(p, "realloc");
+  if (c >= 0) {
+    old = _hak_classes[c].size;
+    if (n <= old && n >= old / 2) return p;       /* fits, not too wasteful */
+  } else if ((old = _hak_large_usable(p)) != 0) {
+    if (n > HAK_MID_MAX) return _hak_large_realloc(p, n);
+  } else {
+    return _hak_guard_foreign_realloc(p, n, "realloc");
+  }
+  void *q = hak_malloc(n);
+  if (!q) return NULL;
+  memcpy(q, p, old < n ? old : n);
+  _hak_free_slow(p, "realloc");
+  return q;
+}
+
+HAK_API void *hak_reallocarray(void *p, size_t count, size_t size) {
+  size_t n;
+  if (__builtin_mul_overflow(count, size, &n)) { errno = ENOMEM; return NULL; }
+  return hak_realloc(p, n);
+}
+
+static bool power_of_two(size_t x) { return x && !(x & (x - 1)); }
+
+/* align is a power of two. */
+static void *aligned_alloc_pow2(size_t align, size_t n) {
+  if (align <= HAK_MIN_ALIGN) return hak_malloc(n);
+  if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+  int c = _hak_class_for_aligned(n, align);
+  if (c >= 0) return class_alloc((unsigned)c);
+  return _hak_large_alloc(n, align, false);
+}
+
+HAK_API int hak_posix_memalign(void **out, size_t align, size_t n) {
+  if (!power_of_two(align) || align % sizeof(void *)) return EINVAL;
+  int saved = errno;
+  void *p = aligned_alloc_pow2(align, n);
+  errno = saved;
+  if (!p) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+HAK_API void *hak_aligned_alloc(size_t align, size_t n) {
+  if (!power_of_two(align)) { errno = EINVAL; return NULL; }
+  return aligned_alloc_pow2(align, n);
+}
+
+/* glibc rounds an alignment that is not a power of two up to one. */
+HAK_API void *hak_memalign(size_t align, size_t n) {
+  if (align > ((size_t)1 << (sizeof(size_t) * 8 - 2))) { errno = EINVAL; return NULL; }
+  size_t a = 1;
+  while (a < align) a <<= 1;
+  return aligned_alloc_pow2(a, n);
+}
+
+HAK_API void *hak_valloc(size_t n) { return aligned_alloc_pow2(HAK_PAGE, n); }
+
+HAK_API void *hak_pvalloc(size_t n) {
+  size_t rounded = (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1);
+  if (rounded < n) { errno = ENOMEM; return NULL; }
+  return aligned_alloc_pow2(HAK_PAGE, rounded ? rounded : HAK_PAGE);
+}
+
+HAK_API void hak_free_sized(void *p, size_t n) { (void)n; hak_free_inline(p); }
+
+HAK_API void hak_free_aligned_sized(void *p, size_t align, size_t n) {
+  (void)align; (void)n;
+  hak_free_inline(p);
+}
+
+/* Everything this thread caches goes back to the slabs; empty slabs and
+ * SuperSlabs and cached Large mappings go back to the OS. */
+HAK_API int hak_malloc_trim(size_t pad) {
+  (void)pad;
+  struct hak_heap *h = _hak_tls.heap;
+  if (h) {
+    _hak_tiny_heap_flush(h);
+    _hak_mid_heap_flush(h);
+    _hak_tiny_heap_init(h);
+    for (unsigned c = 0; c < HAK_NCLS; c++)
+      while (h->warm_n[c]) _hak_slab_detach(h, h->warm[c][--h->warm_n[c]]);
+  }
+  size_t released = _hak_slab_trim() + _hak_large_trim();
+  return released > 0;
+}
+
+HAK_API void hak_collect(void) { (void)hak_malloc_trim(0); }
+
+HAK_API struct mallinfo2 hak_mallinfo2(void) {
+  struct mallinfo2 mi;
+  memset(&mi, 0, sizeof mi);
+  size_t mapped = (size_t)atomic_load(&_hak_gauges.bytes_mapped);
+  size_t in_use = (size_t)atomic_load(&_hak_gauges.bytes_in_use);
+  mi.arena = mapped;
+  mi.uordblks = in_use;
+  mi.fordblks = mapped > in_use ? mapped - in_use : 0;
+  mi.hblkhd = (size_t)atomic_load(&_hak_gauges.bytes_large_cached);
+  return mi;
+}

@@ -1,0 +1,192 @@
+/* guard.c — bad input. A pointer that is not a live hakmem block gets here:
+ * a block the C library's own malloc handed out (before hakmem was loaded,
+ * or to a library that binds to the C library) goes back to the C library;
+ * anything else — a stack address, a pointer into the middle of a block,
+ * garbage, a block already freed — gets one line on stderr naming the call
+ * and the pointer, then abort (or, for free with HAKMEM_INVALID_FREE=ignore,
+ * a counted no-op). Nothing here allocates. */
+#include "hakmem_internal.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+void __libc_free(void *p);
+
+void _hak_guard_printf(int fd, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n >= sizeof buf) n = sizeof buf - 1;
+  for (ssize_t off = 0, w; off < n; off += w)
+    if ((w = write(fd, buf + off, (size_t)(n - off))) <= 0) return;
+}
+
+void _hak_guard_write(const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n > 0) _hak_guard_printf(2, "%s", buf);
+}
+
+void _hak_guard_assert_failed(const char *what, const char *file, int line) {
+  _hak_guard_write("hakmem: invariant broken: %s (%s:%d)\n", what, file, line);
+  abort();
+}
+
+void _hak_guard_double_free(const void *p, const char *call, size_t size) {
+  _hak_guard_write("hakmem: %s(): double free of %p (a %zu-byte block that is already free)\n", call, p, size);
+  abort();
+}
+
+void _hak_guard_bad_pointer(const void *p, const char *call, const char *why) {
+  _hak_guard_write("hakmem: %s(): invalid pointer %p (%s)\n", call, p, why);
+  abort();
+}
+
+/* ---- where does an address live? ------------------------------------------ */
+struct mapping { uintptr_t lo, hi; bool readable; char kind; };   /* kind: h heap, s stack, a anonymous, f file */
+
+static uintptr_t parse_hex(const char **s) {
+  uintptr_t v = 0;
+  for (;; (*s)++) {
+    char c = **s;
+    unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) : 16;
+    if (d == 16) return v;
+    v = v * 16 + d;
+  }
+}
+
+static bool parse_maps_line(const char *line, uintptr_t a, struct mapping *m) {
+  const char *s = line;
+  m->lo = parse_hex(&s);
+  if (*s++ != '-') return false;
+  m->hi = parse_hex(&s);
+  if (a < m->lo || a >= m->hi) return false;
+  m->readable = s[1] == 'r';
+  const char *path = strchr(s, '/'), *bracket = strchr(s, '[');
+  m->kind = path ? 'f' : !bracket ? 'a' : !strncmp(bracket, "[heap]", 6) ? 'h'
+          : !strncmp(bracket, "[stack", 6) ? 's' : 'f';
+  return true;
+}
+
+/* The mapping that holds a, read from /proc/self/maps without allocating. */
+static bool find_mapping(uintptr_t a, struct mapping *m) {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[4096 + 1];
+  size_t have = 0;
+  bool found = false;
+  for (;;) {
+    ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+    if (n <= 0) break;
+    have += (size_t)n;
+    buf[have] = 0;
+    char *line = buf, *nl;
+    while ((nl = strchr(line, '\n')) != NULL) {
+      *nl = 0;
+      if (parse_maps_line(line, a, m)) { found = true; goto done; }
+      line = nl + 1;
+    }
+    have = (size_t)(buf + have - line);
+    memmove(buf, line, have);
+    if (have == sizeof buf - 1) have = 0;      /* a line longer than the buffer */
+  }
+done:
+  close(fd);
+  return found;
+}
+
+static bool on_this_stack(uintptr_t a) {
+  uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+  return a + 65536 >= sp && a < sp + (8u << 20);
+}
+
+/* Is a a block of the C library's malloc? Its chunk header is checked for
+ * the shape glibc gives it: main heap, a chunk of its own mapping, or a
+ * thread arena. Returns the usable size, or 0. */
+static size_t libc_block_usable(uintptr_t a) {
+  struct mapping m;
+  if ((a & 15) || a < 4096 || !find_mapping(a - 16, &m) || !m.readable || a >= m.hi) return 0;
+  uint64_t field = *(const uint64_t *)(a - 8), size = field & ~(uint64_t)7;
+  uintptr_t chunk = a - 16;
+  if (size < 32 || (size & 15) || chunk + size > m.hi) return 0;
+  if (m.kind == 'h' && !(field & 2)) return size - 8;
+  if (m.kind != 'a') return 0;
+  if (field & 2) {                                /* mmapped chunk */
+    uint64_t pad = *(const uint64_t *)(a - 16);
+    bool shaped = chunk - pad >= m.lo && ((chunk - pad) & (HAK_PAGE - 1)) == 0 &&
+                  ((pad + size) & (HAK_PAGE - 1)) == 0;
+    return shaped ? size - 16 : 0;
+  }
+  return (field & 4) ? size - 8 : 0;              /* thread arena chunk */
+}
+
+/* Why p is not a block start, when it lies in memory hakmem knows. */
+static const char *describe(const void *p, char *buf, size_t len) {
+  uintptr_t a = (uintptr_t)p;
+  unsigned slot = (unsigned)(a >> HAK_REGION_SHIFT) & (HAK_REGION_SLOTS - 1);
+  if (a < _hak_map.end[slot]) {
+    const struct hak_region *r = _hak_map.region[slot];
+    uint32_t size = _hak_classes[r->cls].size;
+    uintptr_t start = r->base + (a - r->base) / size * size;
+    snprintf(buf, len, "inside the %u-byte block at %#lx", size, (unsigned long)start);
+    return buf;
+  }
+  uintptr_t start;
+  size_t bytes;
+  if (_hak_large_containing(a, &start, &bytes)) {
+    snprintf(buf, len, "inside the %zu-byte block at %#lx", bytes, (unsigned long)start);
+    return buf;
+  }
+  if (on_this_stack(a)) return "a stack address";
+  struct mapping m;
+  if (a >= 4096 && find_mapping(a, &m) && m.kind == 's') return "a stack address";
+  return NULL;
+}
+
+void _hak_guard_foreign_free(void *p, const char *call) {
+  char buf[96];
+  const char *why = describe(p, buf, sizeof buf);
+  if (!why) {
+    if (libc_block_usable((uintptr_t)p)) {
+      if (_hak_tls.heap) _hak_tls.heap->stats.foreign_frees++;
+      __libc_free(p);
+      return;
+    }
+    why = "not allocated by hakmem";
+  }
+  if (_hak_option(HAK_OPT_INVALID_FREE)) {
+    struct hak_heap *h = _hak_heap_get();
+    if (h) h->stats.invalid_frees++;
+    _hak_guard_write("hakmem: %s(): invalid pointer %p (%s) ignored\n", call, p, why);
+    return;
+  }
+  _hak_guard_bad_pointer(p, call, why);
+}
+
+size_t _hak_guard_foreign_usable(const void *p, const char *call) {
+  char buf[96];
+  const char *why = describe(p, buf, sizeof buf);
+  size_t usable = why ? 0 : libc_block_usable((uintptr_t)p);
+  if (!usable) _hak_guard_bad_pointer(p, call, why ? why : "not allocated by hakmem");
+  return usable;
+}
+
+/* A C library block moves into hakmem. */
+void *_hak_guard_foreign_realloc(void *p, size_t n, const char *call) {
+  size_t old = _hak_guard_foreign_usable(p, call);
+  void *q = hak_malloc(n);
+  if (!q) return NULL;
+  memcpy(q, p, old < n ? old : n);
+  if (_hak_tls.heap) _hak_tls.heap->stats.foreign_frees++;
+  __libc_free(p);
+  return q;
+}

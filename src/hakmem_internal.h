@@ -1,0 +1,470 @@
+/* hakmem internal map: constants, the structures each layer owns, and the
+ * cross-file functions grouped by the file that defines them.
+ *
+ * Layers, bottom up:
+ *   os.c       mmap/munmap/madvise, fixed-address mappings, the metadata arena
+ *   region.c   class regions, SuperSlabs and the ownership map
+ *   slab.c     the slab engine: size classes, slabs, remote frees, the shared
+ *              pool (central lists), refill and flush in batches, adoption
+ *   tiny.c     Tiny front (<= 2 KiB): per-thread free lists and the warm pool
+ *   mid.c      L2 / L2.5 fronts (2 KiB .. 1 MiB): per-thread rings
+ *   large.c    Large blocks (> 1 MiB): one mapping each, a cache of mappings
+ *   thread.c   per-thread heaps: creation, exit (flush + abandon), fork, init
+ *   options.c  the options table (HAKMEM_* environment)
+ *   stats.c    counters: per-thread, merged at thread and process exit
+ *   guard.c    bad input: diagnostics, foreign (C library) pointers
+ *   api.c      the hak_ API: malloc, free, realloc, aligned forms, ...
+ *   override.c the standard names (malloc, free, operator new, ...)
+ *
+ * Fast paths are the static inline functions at the end of this file
+ * (HAK_FAST); every rare case goes to one out-of-line slow path per tier
+ * (HAK_SLOW). */
+#ifndef HAKMEM_INTERNAL_H
+#define HAKMEM_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include "hakmem.h"
+
+/* Everything declared below is internal to the library (direct access, no
+ * GOT); the public functions are marked HAK_API. */
+#pragma GCC visibility push(hidden)
+
+#define HAK_FAST    static inline __attribute__((always_inline))
+#define HAK_SLOW    __attribute__((noinline, cold))
+#define HAK_API     __attribute__((visibility("default")))
+#define HAK_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HAK_CACHELINE 64
+
+#ifndef HAK_DEBUG
+#define HAK_DEBUG 0
+#endif
+#ifndef HAK_FAST_STATS
+#define HAK_FAST_STATS 0
+#endif
+#ifndef POOL_L2_RING_CAP
+#define POOL_L2_RING_CAP 48
+#endif
+#ifndef POOL_L25_RING_CAP
+#define POOL_L25_RING_CAP 16
+#endif
+
+/* Debug-build invariant check: one line naming the invariant, then abort. */
+#define HAK_ASSERT(cond) do { if (HAK_DEBUG && HAK_UNLIKELY(!(cond))) \
+    _hak_guard_assert_failed(#cond, __FILE__, __LINE__); } while (0)
+
+/* ---- tiers and size classes ------------------------------------------ */
+#define HAK_TINY_MAX     2048u              /* Tiny: 1 B .. 2 KiB            */
+#define HAK_L2_MAX       (52u * 1024)       /* L2: .. 32 KiB + bridge to 52  */
+#define HAK_MID_MAX      (1024u * 1024)     /* L2.5: .. 1 MiB; Large above   */
+#define HAK_NTINY        24                 /* classes C0..C23               */
+#define HAK_NL2          19
+#define HAK_NL25         17
+#define HAK_NCLS         (HAK_NTINY + HAK_NL2 + HAK_NL25)
+#define HAK_MIN_ALIGN    16u
+#define HAK_PAGE         4096u
+
+enum hak_tier { HAK_TIER_TINY, HAK_TIER_L2, HAK_TIER_L25, HAK_TIER_LARGE };
+
+/* Geometry of one size class (slab.c fills it at init; test_sizeclass checks
+ * it). Blocks of a class tile its regions with no gaps: block k of a region
+ * is at base + k * size, so "is p a block start" is one multiply (magic is
+ * Lemire's constant ceil(2^64 / size), which also divides). A slab is
+ * slab_blocks blocks, a whole number of pages; a SuperSlab is ss_slabs slabs. */
+struct hak_class {
+  uint32_t size;          /* block size in bytes                               */
+  uint32_t slab_blocks;   /* blocks per slab                                   */
+  uint32_t slab_bytes;    /* slab_blocks * size, a multiple of HAK_PAGE        */
+  uint32_t ss_slabs;      /* slabs per SuperSlab                               */
+  uint64_t ss_bytes;      /* ss_slabs * slab_bytes                             */
+  uint64_t magic;         /* UINT64_MAX / size + 1                             */
+  uint8_t  tier;          /* enum hak_tier                                     */
+};
+extern struct hak_class _hak_classes[HAK_NCLS];
+extern uint8_t _hak_tiny_class_of[HAK_TINY_MAX / 16 + 1];   /* by (n + 15) >> 4 */
+extern uint8_t _hak_mid_class_of[HAK_MID_MAX / 512 + 1];    /* by (n + 511) >> 9 */
+
+/* ---- the ownership map ------------------------------------------------- */
+/* The address space is cut into 4 GiB slots. A slot that holds a class
+ * region has end = absolute end of its mapped part, magic = the class's
+ * divisibility constant and cls = the class; every other slot has end = 0.
+ * So "a is a block of ours" is: a < end[(a >> 32) & 0xffff] (which also
+ * rejects addresses with high bits set, since end < 2^48) and
+ * (uint32_t)a * magic < magic. No scan, and no read of unmapped memory. */
+#define HAK_REGION_SHIFT 32
+#define HAK_REGION_BYTES (1ull << HAK_REGION_SHIFT)
+#define HAK_REGION_SLOTS (1u << 16)
+struct hak_map {
+  uint64_t end[HAK_REGION_SLOTS];
+  uint64_t magic[HAK_REGION_SLOTS];
+  uint8_t  cls[HAK_REGION_SLOTS];
+  struct hak_region *region[HAK_REGION_SLOTS];
+};
+extern struct hak_map _hak_map;
+
+/* ---- slabs --------------------------------------------------------------- */
+/* One slab: a run of blocks of one class, owned by at most one heap.
+ * Invariants (checked by _hak_slab_check in debug builds):
+ *   carved <= capacity; used <= carved;
+ *   used + |free| + |xremote| == carved  (used counts blocks handed to a
+ *   thread front or the program);
+ *   every block on free/xremote is a block start inside this slab;
+ *   xowner == NULL  =>  the slab is in no heap; xlisted == 1 then means it
+ *   sits on its class's shared partial list (or is being adopted);
+ *   xowner == h  =>  the slab is h's current slab or in h's warm pool. */
+enum hak_slab_state { HAK_SLAB_FREE = 0, HAK_SLAB_ACTIVE = 1 };
+struct hak_heap;
+struct hak_superslab;
+struct hak_slab {
+  void *free;                        /* local free list (owner or pool lock)  */
+  _Atomic(void *) xremote;           /* frees by other threads (MPSC stack)    */
+  _Atomic(struct hak_heap *) xowner; /* owning heap, NULL when ownerless       */
+  _Atomic uint32_t xlisted;          /* 0: ownerless and not on the shared list:
+                                        the next remote free must list it      */
+  uint32_t used;                     /* blocks out of the slab                 */
+  uint32_t carved;                   /* blocks carved so far (bump pointer)    */
+  uint32_t capacity;                 /* blocks in the slab                     */
+  uint16_t cls;
+  uint8_t  state;                    /* enum hak_slab_state (pool lock)        */
+  uint8_t  index;                    /* index in its SuperSlab                 */
+  uintptr_t start;                   /* first block                            */
+  struct hak_slab *next;             /* shared partial list / SuperSlab free   */
+  struct hak_superslab *ss;
+};
+
+/* ---- SuperSlabs and regions ------------------------------------------- */
+/* A SuperSlab is ss_bytes of one class region, mapped at once and carved into
+ * slabs. Its header lives out of line (the region directory finds it in
+ * O(1)), so blocks tile the region without gaps.
+ * Invariants: free_slabs == number of slabs with state FREE;
+ * state == EMPTY <=> free_slabs == nslabs. */
+enum hak_ss_state { HAK_SS_HOT = 0, HAK_SS_DRAINING = 1, HAK_SS_EMPTY = 2, HAK_SS_NSTATES = 3 };
+struct hak_superslab {
+  uintptr_t base;
+  struct hak_region *region;
+  uint32_t index;                    /* in the region directory                */
+  uint16_t cls;
+  uint16_t nslabs;
+  uint16_t free_slabs;               /* pool lock                              */
+  uint8_t  state;                    /* enum hak_ss_state (pool lock)          */
+  uint8_t  on_hot_list;              /* pool lock                              */
+  struct hak_superslab *next_hot;    /* class's list of SuperSlabs with free slabs */
+  /* Lifecycle bookkeeping owned by the purge logic (pool lock). */
+  uint64_t empty_since_ns;
+  uint32_t purged;
+  struct hak_slab *free_list;        /* free slabs, linked by next (pool lock) */
+  struct hak_slab slabs[];
+};
+
+/* A class region: one 4 GiB slot, mapped from its base upwards one SuperSlab
+ * at a time. When it is full (or the next address is taken) the class opens
+ * another region. */
+struct hak_region {
+  uintptr_t base;
+  uint32_t slot;
+  uint16_t cls;
+  uint32_t ss_mapped;                /* SuperSlabs mapped so far (pool lock)   */
+  uint32_t ss_cap;                   /* SuperSlabs that fit in the slot        */
+  bool     full;
+  struct hak_region *next;           /* the class's regions                    */
+  struct hak_superslab **dir;        /* [ss_cap] headers, by index             */
+};
+
+/* ---- locks ----------------------------------------------------------------- */
+typedef struct { _Atomic int held; } hak_lock_t;
+void _hak_lock_slow(hak_lock_t *l);
+static inline void hak_lock(hak_lock_t *l) {
+  int expected = 0;
+  if (HAK_LIKELY(atomic_compare_exchange_weak_explicit(&l->held, &expected, 1,
+                 memory_order_acquire, memory_order_relaxed))) return;
+  _hak_lock_slow(l);
+}
+static inline void hak_unlock(hak_lock_t *l) {
+  atomic_store_explicit(&l->held, 0, memory_order_release);
+}
+
+/* ---- the shared pool (one per class) ----------------------------------- */
+struct hak_pool {
+  hak_lock_t lock;
+  struct hak_slab *partial;          /* ownerless slabs with free blocks       */
+  uint32_t npartial;
+  struct hak_superslab *hot;         /* SuperSlabs with free slabs             */
+  struct hak_region *regions;
+} __attribute__((aligned(HAK_CACHELINE)));
+extern struct hak_pool _hak_pools[HAK_NCLS];
+
+/* ---- counters (stats.c) ------------------------------------------------ */
+/* Per-thread counters, declared once here; stats.c generates the merge, the
+ * report and the JSON from these lists. */
+#define HAK_STATS_SCALARS(X) \
+  X(malloc_slow,        "malloc calls that took a slow path") \
+  X(free_slow,          "free calls that took a slow path") \
+  X(tiny_flushes,       "Tiny free lists flushed back to their slabs") \
+  X(remote_frees,       "blocks freed into a slab owned by another thread or none") \
+  X(remote_collects,    "remote free lists taken by an owner in one exchange") \
+  X(slabs_abandoned,    "slabs left ownerless at thread exit or when exhausted") \
+  X(slabs_adopted,      "ownerless slabs adopted from the shared pool") \
+  X(slabs_released,     "empty slabs returned to their SuperSlab") \
+  X(large_allocs,       "Large blocks allocated") \
+  X(large_cache_hits,   "Large blocks served from the mapping cache") \
+  X(large_frees,        "Large blocks freed") \
+  X(large_remaps,       "Large reallocs done by mremap") \
+  X(invalid_frees,      "invalid pointers ignored (HAKMEM_INVALID_FREE=ignore)") \
+  X(foreign_frees,      "C library blocks handed back to the C library") \
+  X(threads_exited,     "thread heaps flushed and returned at thread exit")
+
+#define HAK_STATS_PER_CLASS(X) \
+  X(hits,            "allocations served by the thread front (fast path)") \
+  X(misses,          "allocations that had to refill the thread front") \
+  X(stage_current,   "refill stage 1: blocks from the current slab (local + remote)") \
+  X(stage_warm,      "refill stage 2: a slab from the warm pool") \
+  X(stage_shared,    "refill stage 3: an ownerless slab from the shared pool") \
+  X(stage_fresh,     "refill stage 4: a fresh slab from a SuperSlab") \
+  X(warm_hits,       "warm pool pops") \
+  X(warm_misses,     "warm pool found empty") \
+  X(warm_prefills,   "slabs loaded into the warm pool by a secondary prefill") \
+  X(frees,           "frees taken by the thread front") \
+  X(spills,          "front overflows spilled to the slabs") \
+  X(refills,         "front refills")
+
+struct hak_stats {
+#define HAK_STAT_FIELD(name, doc) uint64_t name;
+  HAK_STATS_SCALARS(HAK_STAT_FIELD)
+#undef HAK_STAT_FIELD
+#define HAK_STAT_ARRAY(name, doc) uint64_t name[HAK_NCLS];
+  HAK_STATS_PER_CLASS(HAK_STAT_ARRAY)
+#undef HAK_STAT_ARRAY
+};
+
+/* Process-wide gauges: changed on slow paths only. */
+struct hak_gauges {
+  _Atomic int64_t bytes_mapped;      /* class regions + large blocks           */
+  _Atomic int64_t bytes_mapped_peak;
+  _Atomic int64_t bytes_in_use;      /* blocks out of slabs + large blocks     */
+  _Atomic int64_t bytes_in_use_peak;
+  _Atomic int64_t bytes_large_cached;
+  _Atomic int64_t ss_count[HAK_SS_NSTATES];
+  _Atomic int64_t bytes_purged;
+  _Atomic int64_t purge_calls;
+};
+extern struct hak_gauges _hak_gauges;
+
+/* ---- per-thread state ---------------------------------------------------- */
+/* The hot part, in initial-exec TLS: read by the inline fast paths.
+ * head[c] is the Tiny free list of class c (blocks linked through word 0,
+ * word 1 holds _hak_free_key while free); credit[c] is how many more blocks
+ * the list may take (0 for every non-Tiny class, so their frees go slow).
+ * Invariant: |head[c]| + credit[c] == tiny cap of c, once the heap exists,
+ * outside the moment between a fast free finding no credit and the slow
+ * path restoring credit[c] from -1 to 0. */
+struct hak_tls {
+  void *head[HAK_NTINY];
+  int64_t credit[HAK_NCLS];
+#if HAK_FAST_STATS
+  uint64_t fast_hits[HAK_NTINY];
+  uint64_t fast_frees[HAK_NTINY];
+#endif
+  struct hak_heap *heap;             /* NULL until the thread's first slow path */
+  bool exited;                       /* its heap was flushed at thread exit     */
+};
+extern __thread struct hak_tls _hak_tls __attribute__((tls_model("initial-exec")));
+
+#define HAK_WARM_MAX 32                /* build maximum of the warm pool cap    */
+struct hak_ring {                      /* L2 / L2.5 front of one class          */
+  uint16_t top, cap;
+  uint32_t overflows, idle_refills;    /* adaptive capacity bookkeeping         */
+  void **items;                        /* [build cap of the pool]               */
+};
+
+/* The cold part: one heap per thread, from the metadata arena, reused after
+ * the thread exits. */
+struct hak_heap {
+  struct hak_slab *cur[HAK_NCLS];              /* slab feeding the front    */
+  struct hak_slab *warm[HAK_NCLS][HAK_WARM_MAX];  /* warm pool: partly free slabs */
+  uint8_t warm_n[HAK_NCLS];
+  struct hak_ring ring[HAK_NCLS];              /* mid classes only          */
+  struct hak_stats stats;
+  struct hak_heap *next_all;                   /* registry of all heaps     */
+  struct hak_heap *next_free;                  /* free heaps, for reuse     */
+  bool live;
+  void *ring_storage;
+};
+
+/* ---- os.c ------------------------------------------------------------------ */
+void  *_hak_os_map(size_t bytes);                 /* NULL on failure          */
+void  *_hak_os_map_at(uintptr_t addr, size_t bytes); /* exactly there or NULL */
+void  *_hak_os_map_aligned(size_t bytes, size_t align);
+void   _hak_os_unmap(void *p, size_t bytes);
+void   _hak_os_purge(void *p, size_t bytes);     /* give pages back, keep range */
+void  *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes);
+void  *_hak_os_meta_alloc(size_t bytes);          /* zeroed, never freed      */
+uint64_t _hak_os_now_ns(void);
+void   _hak_os_fork_prepare(void);
+void   _hak_os_fork_parent(void);
+void   _hak_os_fork_child(void);
+
+/* ---- region.c -------------------------------------------------------------- */
+struct hak_slab *_hak_region_slab_of(uintptr_t a, unsigned cls);
+struct hak_slab *_hak_region_fresh_slab(unsigned cls);      /* pool lock held */
+void   _hak_region_release_slab(struct hak_slab *s);         /* pool lock held */
+void   _hak_region_init(void);
+
+/* ---- slab.c ---------------------------------------------------------------- */
+void     _hak_classes_init(void);
+unsigned _hak_class_of_size(size_t n);               /* n <= HAK_MID_MAX      */
+int      _hak_class_for_aligned(size_t n, size_t align); /* -1: none          */
+unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, void **chain);
+void     _hak_slab_return(struct hak_heap *h, unsigned c, void *chain);
+void     _hak_slab_detach(struct hak_heap *h, struct hak_slab *s);
+struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool *adopted);
+void     _hak_slab_check(const struct hak_slab *s);
+void     _hak_slab_fork_prepare(void);
+void     _hak_slab_fork_parent(void);
+void     _hak_slab_fork_child(void);
+size_t   _hak_slab_trim(void);
+
+/* ---- tiny.c ---------------------------------------------------------------- */
+void *_hak_tiny_alloc_slow(unsigned c);
+void  _hak_tiny_free_slow(void *p, unsigned c);
+void  _hak_tiny_heap_init(struct hak_heap *h);
+void  _hak_tiny_heap_flush(struct hak_heap *h);
+unsigned _hak_tiny_cap(unsigned c);
+
+/* ---- mid.c ----------------------------------------------------------------- */
+void *_hak_mid_alloc(unsigned c);
+void  _hak_mid_free(void *p, unsigned c);
+void  _hak_mid_heap_init(struct hak_heap *h);
+void  _hak_mid_heap_flush(struct hak_heap *h);
+
+/* ---- large.c --------------------------------------------------------------- */
+void  *_hak_large_alloc(size_t n, size_t align, bool zero);
+bool   _hak_large_free(void *p, const char *call);    /* false: not a large block */
+size_t _hak_large_usable(const void *p);              /* 0: not a large block */
+void  *_hak_large_realloc(void *p, size_t n);         /* p must be large       */
+size_t _hak_large_trim(void);
+bool   _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
+void   _hak_large_fork_prepare(void);
+void   _hak_large_fork_parent(void);
+void   _hak_large_fork_child(void);
+
+/* ---- thread.c -------------------------------------------------------------- */
+extern uint64_t _hak_free_key;                       /* random, never 0       */
+struct hak_heap *_hak_heap_get(void);                 /* creates on first use  */
+void   _hak_init(void);
+bool   _hak_initialized(void);
+typedef void (*hak_heap_visit_fn)(struct hak_heap *h, void *arg);
+void   _hak_heaps_visit(hak_heap_visit_fn fn, void *arg); /* registry lock held */
+
+/* ---- options.c ------------------------------------------------------------- */
+/* The options table: name (env HAKMEM_<name>), default, range, doc. */
+#define HAK_OPTIONS(X) \
+  X(STATS,            0, 0, 1,     "1: print counters at exit; json:PATH: write them as JSON") \
+  X(WARM_POOL_STATS,  0, 0, 1,     "1: print the warm pool per class at exit") \
+  X(WARM_POOL_CAP,   16, 1, HAK_WARM_MAX, "slabs kept per class in the Tiny warm pool") \
+  X(WARM_POOL_PREFILL, 3, 0, 16,   "extra slabs loaded when the warm pool runs empty") \
+  X(TINY_CACHE_KB,   64, 4, 1024,  "KiB a Tiny free list may hold per class and thread (64 to 1024 blocks)") \
+  X(L2_RING_CAP,     POOL_L2_RING_CAP, 1, POOL_L2_RING_CAP, "L2 ring capacity per class (lowers the build's)") \
+  X(L25_RING_CAP,    POOL_L25_RING_CAP, 1, POOL_L25_RING_CAP, "L2.5 ring capacity per class (lowers the build's)") \
+  X(LARGE_CACHE_MB,  64, 0, 4096,  "MiB of freed Large mappings kept for reuse") \
+  X(INVALID_FREE,     0, 0, 1,     "abort: an invalid free aborts; ignore: it is counted and skipped") \
+  X(PRINT_OPTIONS,    0, 0, 1,     "1: print this table with current values at start-up")
+
+enum hak_option_id {
+#define HAK_OPT_ENUM(name, def, lo, hi, doc) HAK_OPT_##name,
+  HAK_OPTIONS(HAK_OPT_ENUM)
+#undef HAK_OPT_ENUM
+  HAK_OPT_COUNT
+};
+void  _hak_options_init(void);
+long  _hak_option(enum hak_option_id id);
+const char *_hak_option_string(enum hak_option_id id);  /* raw text or NULL  */
+void  _hak_options_print(void);
+
+/* ---- stats.c --------------------------------------------------------------- */
+void  _hak_stats_merge_heap(struct hak_heap *h);   /* at thread exit          */
+void  _hak_stats_at_exit(void);
+void  _hak_gauge_add(_Atomic int64_t *g, _Atomic int64_t *peak, int64_t delta);
+
+/* ---- guard.c --------------------------------------------------------------- */
+__attribute__((noreturn)) void _hak_guard_assert_failed(const char *what, const char *file, int line);
+/* A pointer that is not a live hakmem block: hand it to the C library when it
+ * is one of its blocks, else one line on stderr and abort (or ignore). */
+void   _hak_guard_foreign_free(void *p, const char *call);
+size_t _hak_guard_foreign_usable(const void *p, const char *call);
+void  *_hak_guard_foreign_realloc(void *p, size_t n, const char *call);
+__attribute__((noreturn)) void _hak_guard_double_free(const void *p, const char *call, size_t size);
+__attribute__((noreturn)) void _hak_guard_bad_pointer(const void *p, const char *call, const char *why);
+/* printf to stderr / to fd through a stack buffer: never allocates. */
+void   _hak_guard_write(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void   _hak_guard_printf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- api.c ----------------------------------------------------------------- */
+void  *_hak_malloc_slow(size_t n);
+void   _hak_free_slow(void *p, const char *call);
+
+/* ======================================================================= */
+/* Fast paths                                                                */
+/* ======================================================================= */
+
+/* The class of p when p is the start of a block in a class region, else -1. */
+HAK_FAST int hak_block_class(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  unsigned slot = (unsigned)(a >> HAK_REGION_SHIFT) & (HAK_REGION_SLOTS - 1);
+  uint64_t magic = _hak_map.magic[slot];
+  if (a < _hak_map.end[slot] && (uint64_t)(uint32_t)a * magic < magic)
+    return _hak_map.cls[slot];
+  return -1;
+}
+
+/* HAK_FAST malloc: pop the Tiny free list of the class. One branch besides
+ * the size test; everything else is _hak_malloc_slow. */
+HAK_FAST void *hak_malloc_inline(size_t n) {
+  if (HAK_LIKELY(n <= HAK_TINY_MAX)) {
+    unsigned c = _hak_tiny_class_of[(n + 15) >> 4];
+    void **b = (void **)_hak_tls.head[c];
+    if (HAK_LIKELY(b != NULL)) {
+      _hak_tls.head[c] = b[0];
+      _hak_tls.credit[c]++;
+      b[1] = NULL;                            /* not free any more */
+#if HAK_FAST_STATS
+      _hak_tls.fast_hits[c]++;
+#endif
+      return b;
+    }
+  }
+  return _hak_malloc_slow(n);
+}
+
+/* HAK_FAST free: a Tiny block (any thread's) goes on this thread's list of
+ * its class while the list has credit. The checks — block start in a class
+ * region, not already free — cost one compare each; anything else (mid
+ * classes, full list, Large, foreign, bad pointers) is _hak_free_slow. */
+HAK_FAST void hak_free_inline(void *p) {
+  uintptr_t a = (uintptr_t)p;
+  unsigned slot = (unsigned)(a >> HAK_REGION_SHIFT) & (HAK_REGION_SLOTS - 1);
+  uint64_t magic = _hak_map.magic[slot];
+  if (HAK_LIKELY(a < _hak_map.end[slot] && (uint64_t)(uint32_t)a * magic < magic)) {
+    unsigned c = _hak_map.cls[slot];
+    void **b = (void **)p;
+    void *key = (void *)_hak_free_key;
+    /* credit goes to -1 when the list is full (always, for non-Tiny
+     * classes); _hak_free_slow puts it back to 0. */
+    if (HAK_LIKELY(b[1] != key) && HAK_LIKELY(--_hak_tls.credit[c] >= 0)) {
+      b[0] = _hak_tls.head[c];
+      b[1] = key;
+      _hak_tls.head[c] = b;
+#if HAK_FAST_STATS
+      _hak_tls.fast_frees[c]++;
+#endif
+      return;
+    }
+  }
+  _hak_free_slow(p, "free");
+}
+
+#pragma GCC visibility pop
+#endif

@@ -1,0 +1,227 @@
+/* large.c — Large blocks (> 1 MiB, or alignments no class can give): one
+ * mapping per block, page aligned, its metadata out of band in a hash table
+ * keyed by the block address (the ownership map of this tier: O(1), never
+ * touching the block). Freed mappings are kept in a small cache bounded in
+ * bytes (HAKMEM_LARGE_CACHE_MB) for reuse; realloc moves them with mremap. */
+#include "hakmem_internal.h"
+
+#include <errno.h>
+
+struct large_entry { uintptr_t addr; size_t bytes; };
+
+/* Live blocks: open addressing, linear probing, backward-shift deletion. */
+static hak_lock_t large_lock;
+static struct large_entry *table;
+static size_t table_cap, table_count;
+
+#define HAK_LARGE_CACHE_SLOTS 16
+static struct large_entry cache[HAK_LARGE_CACHE_SLOTS];
+static unsigned cache_count;
+static size_t cache_bytes;
+
+static size_t slot_of(uintptr_t addr, size_t cap) {
+  return (size_t)(((addr >> 12) * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+}
+
+static struct large_entry *table_find(uintptr_t addr) {
+  if (!table) return NULL;
+  for (size_t i = slot_of(addr, table_cap);; i = (i + 1) & (table_cap - 1)) {
+    if (table[i].addr == addr) return &table[i];
+    if (!table[i].addr) return NULL;
+  }
+}
+
+static bool table_grow(void) {
+  size_t cap = table_cap ? table_cap * 2 : 1024;
+  struct large_entry *t = _hak_os_map(cap * sizeof *t);
+  if (!t) return false;
+  for (size_t i = 0; i < table_cap; i++) {
+    if (!table[i].addr) continue;
+    size_t j = slot_of(table[i].addr, cap);
+    while (t[j].addr) j = (j + 1) & (cap - 1);
+    t[j] = table[i];
+  }
+  _hak_os_unmap(table, table_cap * sizeof *table);
+  table = t;
+  table_cap = cap;
+  return true;
+}
+
+static bool table_insert(uintptr_t addr, size_t bytes) {
+  if ((table_count + 1) * 2 > table_cap && !table_grow()) return false;
+  size_t i = slot_of(addr, table_cap);
+  while (table[i].addr) i = (i + 1) & (table_cap - 1);
+  table[i] = (struct large_entry){ addr, bytes };
+  table_count++;
+  return true;
+}
+
+static void table_remove(struct large_entry *e) {
+  size_t i = (size_t)(e - table);
+  for (size_t j = (i + 1) & (table_cap - 1); table[j].addr; j = (j + 1) & (table_cap - 1)) {
+    size_t home = slot_of(table[j].addr, table_cap);
+    /* Move j back into the hole at i unless its home lies in (i, j]. */
+    if (((j - home) & (table_cap - 1)) >= ((j - i) & (table_cap - 1))) {
+      table[i] = table[j];
+      i = j;
+    }
+  }
+  table[i].addr = 0;
+  table_count--;
+}
+
+static struct hak_stats *thread_stats(void) {
+  return _hak_tls.heap ? &_hak_tls.heap->stats : NULL;
+}
+
+/* A cached mapping that fits bytes at align without wasting more than a
+ * quarter; lock held. */
+static bool cache_take(size_t bytes, size_t align, struct large_entry *out) {
+  for (unsigned i = 0; i < cache_count; i++) {
+    struct large_entry *e = &cache[i];
+    if (e->bytes >= bytes && e->bytes - bytes <= bytes / 4 && (e->addr & (align - 1)) == 0) {
+      *out = *e;
+      cache[i] = cache[--cache_count];
+      cache_bytes -= out->bytes;
+      atomic_fetch_sub(&_hak_gauges.bytes_large_cached, (int64_t)out->bytes);
+      return true;
+    }
+  }
+  return false;
+}
+
+static void unmap_block(uintptr_t addr, size_t bytes) {
+  _hak_os_unmap((void *)addr, bytes);
+  _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, -(int64_t)bytes);
+}
+
+/* Keeps a freed mapping when it fits the byte bound, evicting the oldest;
+ * lock held. Returns false when the caller must unmap it. */
+static bool cache_put(uintptr_t addr, size_t bytes) {
+  size_t bound = (size_t)_hak_option(HAK_OPT_LARGE_CACHE_MB) << 20;
+  if (bytes > bound) return false;
+  while (cache_count && (cache_count == HAK_LARGE_CACHE_SLOTS || cache_bytes + bytes > bound)) {
+    struct large_entry old = cache[0];
+    memmove(cache, cache + 1, --cache_count * sizeof cache[0]);
+    cache_bytes -= old.bytes;
+    atomic_fetch_sub(&_hak_gauges.bytes_large_cached, (int64_t)old.bytes);
+    unmap_block(old.addr, old.bytes);
+  }
+  cache[cache_count++] = (struct large_entry){ addr, bytes };
+  cache_bytes += bytes;
+  atomic_fetch_add(&_hak_gauges.bytes_large_cached, (int64_t)bytes);
+  return true;
+}
+
+void *_hak_large_alloc(size_t n, size_t align, bool zero) {
+  if (align < HAK_PAGE) align = HAK_PAGE;
+  size_t bytes = (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1);
+  if (bytes < n || bytes > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+  struct large_entry e;
+  hak_lock(&large_lock);
+  bool cached = cache_take(bytes, align, &e);
+  hak_unlock(&large_lock);
+  if (!cached) {
+    void *p = _hak_os_map_aligned(bytes, align);
+    if (!p) { errno = ENOMEM; return NULL; }
+    e = (struct large_entry){ (uintptr_t)p, bytes };
+    _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, (int64_t)bytes);
+  } else if (zero) {
+    memset((void *)e.addr, 0, n);
+  }
+  hak_lock(&large_lock);
+  bool ok = table_insert(e.addr, e.bytes);
+  hak_unlock(&large_lock);
+  if (!ok) { unmap_block(e.addr, e.bytes); errno = ENOMEM; return NULL; }
+  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, (int64_t)e.bytes);
+  struct hak_stats *st = thread_stats();
+  if (st) { st->large_allocs++; st->large_cache_hits += cached; }
+  return (void *)e.addr;
+}
+
+/* Frees p if it is a live Large block; a block already in the cache is a
+ * double free. Returns false when p is not a Large block at all. */
+bool _hak_large_free(void *p, const char *call) {
+  uintptr_t a = (uintptr_t)p;
+  hak_lock(&large_lock);
+  struct large_entry *e = table_find(a);
+  if (!e) {
+    for (unsigned i = 0; i < cache_count; i++) {
+      if (cache[i].addr != a) continue;
+      size_t bytes = cache[i].bytes;
+      hak_unlock(&large_lock);
+      _hak_guard_double_free(p, call, bytes);
+    }
+    hak_unlock(&large_lock);
+    return false;
+  }
+  size_t bytes = e->bytes;
+  table_remove(e);
+  bool kept = cache_put(a, bytes);
+  hak_unlock(&large_lock);
+  if (!kept) unmap_block(a, bytes);
+  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, -(int64_t)bytes);
+  struct hak_stats *st = thread_stats();
+  if (st) st->large_frees++;
+  return true;
+}
+
+size_t _hak_large_usable(const void *p) {
+  hak_lock(&large_lock);
+  struct large_entry *e = table_find((uintptr_t)p);
+  size_t bytes = e ? e->bytes : 0;
+  hak_unlock(&large_lock);
+  return bytes;
+}
+
+/* p is a live Large block; n > HAK_MID_MAX. Grows or shrinks with mremap. */
+void *_hak_large_realloc(void *p, size_t n) {
+  size_t bytes = (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1);
+  if (bytes < n || bytes > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+  hak_lock(&large_lock);
+  struct large_entry *e = table_find((uintptr_t)p);
+  size_t old = e->bytes;
+  if (old == bytes) { hak_unlock(&large_lock); return p; }
+  void *q = _hak_os_remap(p, old, bytes);
+  if (!q) { hak_unlock(&large_lock); errno = ENOMEM; return NULL; }
+  table_remove(e);
+  table_insert((uintptr_t)q, bytes);       /* cannot fail: a slot was just freed */
+  hak_unlock(&large_lock);
+  int64_t delta = (int64_t)bytes - (int64_t)old;
+  _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, delta);
+  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, delta);
+  struct hak_stats *st = thread_stats();
+  if (st) st->large_remaps++;
+  return q;
+}
+
+/* The live Large block that contains a (for diagnostics: a scan). */
+bool _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
+  bool found = false;
+  hak_lock(&large_lock);
+  for (size_t i = 0; i < table_cap && !found; i++) {
+    if (table[i].addr && a - table[i].addr < table[i].bytes) {
+      *start = table[i].addr;
+      *bytes = table[i].bytes;
+      found = true;
+    }
+  }
+  hak_unlock(&large_lock);
+  return found;
+}
+
+/* Unmaps every cached mapping; returns the bytes released. */
+size_t _hak_large_trim(void) {
+  hak_lock(&large_lock);
+  size_t released = cache_bytes;
+  for (unsigned i = 0; i < cache_count; i++) unmap_block(cache[i].addr, cache[i].bytes);
+  atomic_fetch_sub(&_hak_gauges.bytes_large_cached, (int64_t)cache_bytes);
+  cache_count = 0;
+  cache_bytes = 0;
+  hak_unlock(&large_lock);
+  return released;
+}
+
+void _hak_large_fork_prepare(void) { hak_lock(&large_lock); }
+void _hak_large_fork_parent(void)  { hak_unlock(&large_lock); }
+void _hak_large_fork_child(void)   { atomic_store(&large_lock.held, 0); }

@@ -1,0 +1,184 @@
+/* region.c — class regions, SuperSlabs and the ownership map.
+ *
+ * Every class gets a 4 GiB-aligned slot of address space (a region) that it
+ * fills from the bottom, one SuperSlab at a time, with fixed-address
+ * mappings that never replace anything. The ownership map (_hak_map) has one
+ * entry per slot; free validates a pointer with it in O(1) without touching
+ * unmapped memory. SuperSlab headers live out of line in the region's
+ * directory. All functions that change a class's regions run under that
+ * class's pool lock; choosing a slot also takes slot_lock. */
+#include "hakmem_internal.h"
+
+#include <errno.h>
+
+struct hak_map _hak_map;
+
+/* Regions start at 16 TiB, far from where Linux puts programs, libraries,
+ * heaps and stacks; on an address space too small for that (39-bit
+ * aarch64) they start at 64 GiB. */
+#define HAK_FIRST_SLOT      4096u
+#define HAK_FIRST_SLOT_LOW  16u
+#define HAK_SLOT_TRIES      256u
+static hak_lock_t slot_lock;
+static unsigned next_slot = HAK_FIRST_SLOT;
+
+void _hak_region_init(void) {}
+
+static void map_publish_end(struct hak_region *r, const struct hak_class *k) {
+  uint64_t end = r->base + (uint64_t)r->ss_mapped * k->ss_bytes;
+  __atomic_store_n(&_hak_map.end[r->slot], end, __ATOMIC_RELEASE);
+}
+
+static struct hak_superslab *ss_header(struct hak_region *r, uint32_t index) {
+  const struct hak_class *k = &_hak_classes[r->cls];
+  struct hak_superslab *ss = r->dir[index];
+  if (ss) return ss;                           /* mapped before, header kept */
+  ss = _hak_os_meta_alloc(sizeof *ss + k->ss_slabs * sizeof(struct hak_slab));
+  if (!ss) return NULL;
+  ss->base = r->base + (uint64_t)index * k->ss_bytes;
+  ss->region = r;
+  ss->index = index;
+  ss->cls = r->cls;
+  ss->nslabs = (uint16_t)k->ss_slabs;
+  for (unsigned i = 0; i < k->ss_slabs; i++) {
+    struct hak_slab *s = &ss->slabs[i];
+    s->cls = r->cls;
+    s->index = (uint8_t)i;
+    s->ss = ss;
+    s->start = ss->base + (uint64_t)i * k->slab_bytes;
+    s->capacity = k->slab_blocks;
+  }
+  r->dir[index] = ss;
+  return ss;
+}
+
+/* Maps the region's next SuperSlab; NULL when the region is full, the next
+ * address is taken, or the kernel refuses (out of memory, RLIMIT_AS). */
+static struct hak_superslab *region_grow(struct hak_region *r) {
+  const struct hak_class *k = &_hak_classes[r->cls];
+  if (r->full || r->ss_mapped >= r->ss_cap) { r->full = true; return NULL; }
+  uintptr_t at = r->base + (uint64_t)r->ss_mapped * k->ss_bytes;
+  if (!_hak_os_map_at(at, k->ss_bytes)) {
+    if (errno == EEXIST) r->full = true;
+    return NULL;
+  }
+  struct hak_superslab *ss = ss_header(r, r->ss_mapped);
+  if (!ss) { _hak_os_unmap((void *)at, k->ss_bytes); return NULL; }
+  r->ss_mapped++;
+  ss->free_slabs = ss->nslabs;
+  ss->state = HAK_SS_EMPTY;
+  ss->free_list = NULL;
+  for (int i = ss->nslabs - 1; i >= 0; i--) {
+    ss->slabs[i].state = HAK_SLAB_FREE;
+    ss->slabs[i].next = ss->free_list;
+    ss->free_list = &ss->slabs[i];
+  }
+  atomic_fetch_add(&_hak_gauges.ss_count[HAK_SS_EMPTY], 1);
+  _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, (int64_t)k->ss_bytes);
+  map_publish_end(r, k);
+  return ss;
+}
+
+/* Claims a free 4 GiB slot for class cls and maps its first SuperSlab. */
+static struct hak_region *region_open(unsigned cls) {
+  const struct hak_class *k = &_hak_classes[cls];
+  uint32_t ss_cap = (uint32_t)(HAK_REGION_BYTES / k->ss_bytes);
+  struct hak_region *r = _hak_os_meta_alloc(sizeof *r);
+  struct hak_superslab **dir = _hak_os_meta_alloc(ss_cap * sizeof *dir);
+  if (!r || !dir) return NULL;                 /* arena memory is not returned */
+  hak_lock(&slot_lock);
+  for (unsigned tries = 0; tries < HAK_SLOT_TRIES; tries++) {
+    unsigned slot = next_slot++;
+    if (slot >= HAK_REGION_SLOTS) break;
+    if (_hak_map.region[slot]) continue;
+    uintptr_t base = (uintptr_t)slot << HAK_REGION_SHIFT;
+    *r = (struct hak_region){ .base = base, .slot = slot, .cls = (uint16_t)cls,
+                              .ss_cap = ss_cap, .dir = dir };
+    if (region_grow(r)) {
+      _hak_map.region[slot] = r;
+      _hak_map.cls[slot] = (uint8_t)cls;
+      __atomic_store_n(&_hak_map.magic[slot], k->magic, __ATOMIC_RELEASE);
+      map_publish_end(r, k);
+      hak_unlock(&slot_lock);
+      r->next = _hak_pools[cls].regions;
+      _hak_pools[cls].regions = r;
+      return r;
+    }
+    if (errno == ENOMEM && slot >= HAK_FIRST_SLOT && tries == 0) {
+      /* Either out of memory or above the top of a small address space:
+       * try once low before giving up. */
+      next_slot = HAK_FIRST_SLOT_LOW;
+      continue;
+    }
+    if (errno != EEXIST) break;                /* out of memory: give up now */
+  }
+  hak_unlock(&slot_lock);
+  return NULL;
+}
+
+static void ss_set_state(struct hak_superslab *ss, unsigned state) {
+  if (ss->state == state) return;
+  atomic_fetch_sub(&_hak_gauges.ss_count[ss->state], 1);
+  atomic_fetch_add(&_hak_gauges.ss_count[state], 1);
+  ss->state = (uint8_t)state;
+}
+
+static void hot_push(struct hak_pool *pool, struct hak_superslab *ss) {
+  if (ss->on_hot_list) return;
+  ss->on_hot_list = 1;
+  ss->next_hot = pool->hot;
+  pool->hot = ss;
+}
+
+/* A free slab of class cls, from a SuperSlab with free slabs, mapping a new
+ * SuperSlab (or opening a region) when there is none. Pool lock held. */
+struct hak_slab *_hak_region_fresh_slab(unsigned cls) {
+  struct hak_pool *pool = &_hak_pools[cls];
+  while (pool->hot && pool->hot->free_slabs == 0) {
+    pool->hot->on_hot_list = 0;
+    pool->hot = pool->hot->next_hot;
+  }
+  struct hak_superslab *ss = pool->hot;
+  if (!ss) {
+    for (struct hak_region *r = pool->regions; r && !ss; r = r->next)
+      if (!r->full) ss = region_grow(r);
+    if (!ss && region_open(cls)) ss = pool->regions->dir[0];
+    if (!ss) return NULL;
+    hot_push(pool, ss);
+  }
+  struct hak_slab *s = ss->free_list;
+  ss->free_list = s->next;
+  ss->free_slabs--;
+  s->state = HAK_SLAB_ACTIVE;
+  s->next = NULL;
+  ss->purged = 0;
+  ss_set_state(ss, HAK_SS_HOT);
+  return s;
+}
+
+/* An empty slab goes back to its SuperSlab. Pool lock held. */
+void _hak_region_release_slab(struct hak_slab *s) {
+  struct hak_superslab *ss = s->ss;
+  HAK_ASSERT(s->state == HAK_SLAB_ACTIVE && s->used == 0);
+  s->state = HAK_SLAB_FREE;
+  s->free = NULL;
+  s->carved = 0;
+  s->next = ss->free_list;
+  ss->free_list = s;
+  ss->free_slabs++;
+  if (ss->free_slabs == ss->nslabs) {
+    ss_set_state(ss, HAK_SS_EMPTY);
+    ss->empty_since_ns = _hak_os_now_ns();
+  }
+  hot_push(&_hak_pools[s->cls], ss);
+}
+
+/* The slab holding block address a of class cls (a already validated). */
+struct hak_slab *_hak_region_slab_of(uintptr_t a, unsigned cls) {
+  const struct hak_class *k = &_hak_classes[cls];
+  struct hak_region *r = _hak_map.region[(a >> HAK_REGION_SHIFT) & (HAK_REGION_SLOTS - 1)];
+  uint64_t off = a - r->base;
+  uint64_t ss_index = off / k->ss_bytes;
+  struct hak_superslab *ss = r->dir[ss_index];
+  return &ss->slabs[(off - ss_index * k->ss_bytes) / k->slab_bytes];
+}

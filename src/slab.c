@@ -1,0 +1,325 @@
+/* slab.c — the slab engine, shared by every tier below Large: the size-class
+ * table, taking blocks out of slabs in batches (the refill stages: current
+ * slab, warm pool, shared pool, fresh slab), returning blocks in batches
+ * (local or remote), lock-free remote frees, detaching and adopting slabs,
+ * and the shared pool that holds ownerless slabs. */
+#include "hakmem_internal.h"
+
+struct hak_class _hak_classes[HAK_NCLS];
+uint8_t _hak_tiny_class_of[HAK_TINY_MAX / 16 + 1];
+uint8_t _hak_mid_class_of[HAK_MID_MAX / 512 + 1];
+struct hak_pool _hak_pools[HAK_NCLS];
+
+/* Block sizes: four classes per doubling (at most 25% apart), plus the L2
+ * bridge classes at 40, 46 and 52 KiB between 32 KiB and the L2.5 tier. */
+static const uint32_t class_sizes[HAK_NCLS] = {
+  /* Tiny  C0..C23 */
+  16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512,
+  640, 768, 896, 1024, 1280, 1536, 1792, 2048,
+  /* L2 */
+  2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288, 14336, 16384,
+  20480, 24576, 28672, 32768, 40960, 47104, 53248,
+  /* L2.5 */
+  65536, 81920, 98304, 114688, 131072, 163840, 196608, 229376, 262144,
+  327680, 393216, 458752, 524288, 655360, 786432, 917504, 1048576,
+};
+_Static_assert(sizeof class_sizes / sizeof class_sizes[0] == HAK_NCLS, "class table size");
+
+#define HAK_SLAB_TARGET   (64u * 1024)   /* slabs are at least this big ...   */
+#define HAK_SLAB_MIN_BLOCKS 4u           /* ... and hold at least 4 blocks    */
+#define HAK_SS_TARGET     (2u << 20)     /* SuperSlabs about 2 MiB            */
+
+static uint64_t gcd64(uint64_t a, uint64_t b) { while (b) { uint64_t t = a % b; a = b; b = t; } return a; }
+
+static void class_geometry(unsigned c) {
+  struct hak_class *k = &_hak_classes[c];
+  uint32_t size = class_sizes[c];
+  uint64_t unit = (uint64_t)size / gcd64(size, HAK_PAGE) * HAK_PAGE;   /* lcm */
+  uint64_t want = size * (uint64_t)HAK_SLAB_MIN_BLOCKS;
+  if (want < HAK_SLAB_TARGET) want = HAK_SLAB_TARGET;
+  uint64_t slab = (want + unit - 1) / unit * unit;
+  k->size = size;
+  k->slab_bytes = (uint32_t)slab;
+  k->slab_blocks = (uint32_t)(slab / size);
+  k->ss_slabs = slab >= HAK_SS_TARGET ? 1 : (uint32_t)(HAK_SS_TARGET / slab);
+  k->ss_bytes = (uint64_t)k->ss_slabs * slab;
+  k->magic = UINT64_MAX / size + 1;
+  k->tier = c < HAK_NTINY ? HAK_TIER_TINY : c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25;
+}
+
+void _hak_classes_init(void) {
+  for (unsigned c = 0; c < HAK_NCLS; c++) class_geometry(c);
+  unsigned c = 0;
+  for (unsigned g = 0; g <= HAK_TINY_MAX / 16; g++) {       /* n = 16 g */
+    while (_hak_classes[c].size < g * 16) c++;
+    _hak_tiny_class_of[g] = (uint8_t)c;
+  }
+  c = 0;
+  for (unsigned g = 0; g <= HAK_MID_MAX / 512; g++) {       /* n = 512 g */
+    while (_hak_classes[c].size < g * 512) c++;
+    _hak_mid_class_of[g] = (uint8_t)c;
+  }
+}
+
+unsigned _hak_class_of_size(size_t n) {
+  if (n <= HAK_TINY_MAX) return _hak_tiny_class_of[(n + 15) >> 4];
+  return _hak_mid_class_of[(n + 511) >> 9];
+}
+
+/* The smallest class whose blocks hold n bytes and all start at a multiple
+ * of align (regions are 4 GiB aligned, so that is: size % align == 0). */
+int _hak_class_for_aligned(size_t n, size_t align) {
+  if (n > HAK_MID_MAX || align > HAK_MID_MAX) return -1;
+  for (unsigned c = _hak_class_of_size(n); c < HAK_NCLS; c++)
+    if (_hak_classes[c].size % align == 0) return (int)c;
+  return -1;
+}
+
+/* ---- one slab ------------------------------------------------------------ */
+static inline uint64_t class_bytes(unsigned c, uint64_t blocks) {
+  return blocks * _hak_classes[c].size;
+}
+
+/* Takes the remote free list in one exchange and makes it the local list. */
+static void collect_remote(struct hak_heap *h, struct hak_slab *s) {
+  void *chain = atomic_exchange_explicit(&s->xremote, NULL, memory_order_acquire);
+  if (!chain) return;
+  uint32_t n = 1;
+  void **tail = chain;
+  while (tail[0]) { tail = tail[0]; n++; }
+  tail[0] = s->free;
+  s->free = chain;
+  HAK_ASSERT(n <= s->used);
+  s->used -= n;
+  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, -(int64_t)class_bytes(s->cls, n));
+  if (h) h->stats.remote_collects++;
+}
+
+/* Moves up to want blocks of s onto *list: local free list, then remote
+ * frees, then uncarved blocks. Every block leaves with word 1 = free key. */
+static unsigned slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, void **list) {
+  unsigned n = 0;
+  if (!s->free && atomic_load_explicit(&s->xremote, memory_order_relaxed)) collect_remote(h, s);
+  while (n < want && s->free) {
+    void **b = s->free;
+    s->free = b[0];
+    b[0] = *list;
+    *list = b;
+    n++;
+  }
+  const uint32_t size = _hak_classes[s->cls].size;
+  while (n < want && s->carved < s->capacity) {
+    void **b = (void **)(s->start + (uintptr_t)s->carved++ * size);
+    b[0] = *list;
+    b[1] = (void *)_hak_free_key;
+    *list = b;
+    n++;
+  }
+  s->used += n;
+  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, (int64_t)class_bytes(s->cls, n));
+  return n;
+}
+
+static bool slab_has_free(const struct hak_slab *s) {
+  return s->free || s->carved < s->capacity ||
+         atomic_load_explicit(&s->xremote, memory_order_relaxed);
+}
+
+static void partial_push(struct hak_slab *s) {
+  struct hak_pool *pool = &_hak_pools[s->cls];
+  hak_lock(&pool->lock);
+  s->next = pool->partial;
+  pool->partial = s;
+  pool->npartial++;
+  hak_unlock(&pool->lock);
+}
+
+/* The owner lets s go: released when empty, to the shared pool when it has
+ * free blocks, else left unlisted so the next remote free lists it. */
+void _hak_slab_detach(struct hak_heap *h, struct hak_slab *s) {
+  HAK_ASSERT(atomic_load(&s->xowner) == h);
+  collect_remote(h, s);
+  if (h) h->stats.slabs_abandoned++;
+  if (s->used == 0) {
+    atomic_store(&s->xowner, NULL);
+    struct hak_pool *pool = &_hak_pools[s->cls];
+    hak_lock(&pool->lock);
+    _hak_region_release_slab(s);
+    hak_unlock(&pool->lock);
+    if (h) h->stats.slabs_released++;
+    return;
+  }
+  atomic_store(&s->xowner, NULL);
+  if (slab_has_free(s)) { partial_push(s); return; }
+  /* Full: unlist, then look again (a remote free may have come in between;
+   * whoever turns xlisted from 0 to 1 lists the slab). */
+  atomic_store(&s->xlisted, 0);
+  if (atomic_load(&s->xremote) && atomic_exchange(&s->xlisted, 1) == 0) partial_push(s);
+}
+
+/* A slab for heap h: an ownerless one from the shared pool (adopted), else a
+ * fresh one. NULL when out of memory. */
+struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool *adopted) {
+  struct hak_pool *pool = &_hak_pools[c];
+  hak_lock(&pool->lock);
+  struct hak_slab *s = pool->partial;
+  if (s) {
+    pool->partial = s->next;
+    pool->npartial--;
+    hak_unlock(&pool->lock);
+    s->next = NULL;
+    atomic_store(&s->xowner, h);
+    *adopted = true;
+    return s;
+  }
+  s = _hak_region_fresh_slab(c);
+  hak_unlock(&pool->lock);
+  if (!s) return NULL;
+  s->free = NULL;
+  s->carved = 0;
+  s->used = 0;
+  atomic_store_explicit(&s->xremote, NULL, memory_order_relaxed);
+  atomic_store_explicit(&s->xlisted, 1, memory_order_relaxed);
+  atomic_store(&s->xowner, h);
+  *adopted = false;
+  return s;
+}
+
+/* Stage 2..4 of a refill: the warm pool, then the shared pool or a fresh
+ * slab, with a secondary prefill of the warm pool (Tiny) when it ran empty. */
+static struct hak_slab *next_slab(struct hak_heap *h, unsigned c) {
+  if (h->warm_n[c]) {
+    h->stats.warm_hits[c]++;
+    h->stats.stage_warm[c]++;
+    return h->warm[c][--h->warm_n[c]];
+  }
+  h->stats.warm_misses[c]++;
+  bool adopted;
+  struct hak_slab *s = _hak_slab_acquire(h, c, &adopted);
+  if (!s) return NULL;
+  if (adopted) { h->stats.stage_shared[c]++; h->stats.slabs_adopted++; }
+  else h->stats.stage_fresh[c]++;
+  if (c < HAK_NTINY) {
+    long cap = _hak_option(HAK_OPT_WARM_POOL_CAP), prefill = _hak_option(HAK_OPT_WARM_POOL_PREFILL);
+    for (long i = 0; i < prefill && h->warm_n[c] < cap; i++) {
+      struct hak_slab *w = _hak_slab_acquire(h, c, &adopted);
+      if (!w) break;
+      if (adopted) h->stats.slabs_adopted++;
+      h->warm[c][h->warm_n[c]++] = w;
+      h->stats.warm_prefills[c]++;
+    }
+  }
+  return s;
+}
+
+/* Up to max blocks of class c for heap h's front, as a list linked through
+ * word 0 (each with word 1 = free key). Returns how many; 0 = out of memory. */
+unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, void **chain) {
+  unsigned got = 0;
+  void *list = NULL;
+  struct hak_slab *s = h->cur[c];
+  if (s) h->stats.stage_current[c]++;
+  while (got < max) {
+    if (!s) {
+      s = next_slab(h, c);
+      if (!s) break;
+      h->cur[c] = s;
+    }
+    got += slab_pop(h, s, max - got, &list);
+    if (got < max) {                    /* s is exhausted */
+      h->cur[c] = NULL;
+      _hak_slab_detach(h, s);
+      s = NULL;
+    }
+  }
+  h->stats.refills[c]++;
+  *chain = list;
+  return got;
+}
+
+/* Pushes the chain head..tail (n blocks of s) onto s's remote list, and lists
+ * s in the shared pool if it was ownerless and unlisted. */
+static void remote_push(struct hak_heap *h, struct hak_slab *s, void **head, void **tail, unsigned n) {
+  void *old = atomic_load_explicit(&s->xremote, memory_order_relaxed);
+  do { tail[0] = old; } while (!atomic_compare_exchange_weak(&s->xremote, &old, head));
+  if (atomic_load(&s->xlisted) == 0 && atomic_exchange(&s->xlisted, 1) == 0) partial_push(s);
+  if (h) h->stats.remote_frees += n;
+}
+
+/* Returns a chain of class-c blocks (linked through word 0, word 1 = key) to
+ * their slabs: runs of blocks of one slab go in one step, onto the local list
+ * when h owns the slab, else onto its remote list. h may be NULL. */
+void _hak_slab_return(struct hak_heap *h, unsigned c, void *chain) {
+  const uint32_t slab_bytes = _hak_classes[c].slab_bytes;
+  while (chain) {
+    void **head = chain, **tail = chain;
+    struct hak_slab *s = _hak_region_slab_of((uintptr_t)head, c);
+    unsigned n = 1;
+    while (tail[0] && (uintptr_t)tail[0] - s->start < slab_bytes) { tail = tail[0]; n++; }
+    chain = tail[0];
+    if (h && atomic_load_explicit(&s->xowner, memory_order_relaxed) == h) {
+      tail[0] = s->free;
+      s->free = head;
+      HAK_ASSERT(n <= s->used);
+      s->used -= n;
+      _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, -(int64_t)class_bytes(c, n));
+    } else {
+      remote_push(h, s, head, tail, n);
+    }
+  }
+}
+
+/* ---- malloc_trim: empty ownerless slabs go back to their SuperSlabs, and
+ * the pages of empty SuperSlabs go back to the OS. --------------------------- */
+static size_t trim_class(unsigned c) {
+  struct hak_pool *pool = &_hak_pools[c];
+  size_t released = 0;
+  hak_lock(&pool->lock);
+  struct hak_slab **link = &pool->partial;
+  while (*link) {
+    struct hak_slab *s = *link;
+    collect_remote(NULL, s);            /* the pool lock makes us its owner */
+    if (s->used == 0) {
+      *link = s->next;
+      pool->npartial--;
+      _hak_region_release_slab(s);
+    } else {
+      link = &s->next;
+    }
+  }
+  for (struct hak_region *r = pool->regions; r; r = r->next) {
+    for (uint32_t i = 0; i < r->ss_mapped; i++) {
+      struct hak_superslab *ss = r->dir[i];
+      if (ss->state != HAK_SS_EMPTY || ss->purged) continue;
+      _hak_os_purge((void *)ss->base, _hak_classes[c].ss_bytes);
+      ss->purged = 1;
+      released += _hak_classes[c].ss_bytes;
+    }
+  }
+  hak_unlock(&pool->lock);
+  return released;
+}
+
+size_t _hak_slab_trim(void) {
+  size_t released = 0;
+  for (unsigned c = 0; c < HAK_NCLS; c++) released += trim_class(c);
+  return released;
+}
+
+/* Debug builds: the invariants written beside struct hak_slab. */
+void _hak_slab_check(const struct hak_slab *s) {
+  if (!HAK_DEBUG) return;
+  const struct hak_class *k = &_hak_classes[s->cls];
+  HAK_ASSERT(s->carved <= s->capacity && s->used <= s->carved);
+  uint32_t nfree = 0;
+  for (void **b = s->free; b; b = b[0]) {
+    HAK_ASSERT((uintptr_t)b >= s->start && (uintptr_t)b < s->start + k->slab_bytes);
+    HAK_ASSERT(((uintptr_t)b - s->start) % k->size == 0);
+    HAK_ASSERT(++nfree <= s->carved);
+  }
+  HAK_ASSERT(s->used + nfree <= s->carved);
+}
+
+void _hak_slab_fork_prepare(void) { for (unsigned c = 0; c < HAK_NCLS; c++) hak_lock(&_hak_pools[c].lock); }
+void _hak_slab_fork_parent(void)  { for (unsigned c = 0; c < HAK_NCLS; c++) hak_unlock(&_hak_pools[c].lock); }
+void _hak_slab_fork_child(void)   { for (unsigned c = 0; c < HAK_NCLS; c++) atomic_store(&_hak_pools[c].lock.held, 0); }

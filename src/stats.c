@@ -1,0 +1,184 @@
+/* stats.c — counters. Each heap counts in its own struct hak_stats without
+ * atomics; a heap's counters are merged into the process totals at thread
+ * exit, and live heaps are added in at process exit. The field lists are
+ * the X-macros in hakmem_internal.h: the merge, the report and the JSON are
+ * generated from them. Gauges (bytes, SuperSlab states) are process-wide
+ * atomics changed on slow paths. */
+#include "hakmem_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+struct hak_gauges _hak_gauges;
+static struct hak_stats totals;
+static hak_lock_t totals_lock;
+
+static const char *const ss_state_names[HAK_SS_NSTATES] = { "hot", "draining", "empty" };
+
+void _hak_gauge_add(_Atomic int64_t *g, _Atomic int64_t *peak, int64_t delta) {
+  int64_t now = atomic_fetch_add_explicit(g, delta, memory_order_relaxed) + delta;
+  int64_t seen = atomic_load_explicit(peak, memory_order_relaxed);
+  while (now > seen && !atomic_compare_exchange_weak_explicit(peak, &seen, now,
+                                                              memory_order_relaxed, memory_order_relaxed)) {}
+}
+
+static void stats_add(struct hak_stats *dst, const struct hak_stats *src) {
+#define HAK_ADD_SCALAR(name, doc) dst->name += src->name;
+  HAK_STATS_SCALARS(HAK_ADD_SCALAR)
+#undef HAK_ADD_SCALAR
+#define HAK_ADD_ARRAY(name, doc) for (unsigned c = 0; c < HAK_NCLS; c++) dst->name[c] += src->name[c];
+  HAK_STATS_PER_CLASS(HAK_ADD_ARRAY)
+#undef HAK_ADD_ARRAY
+}
+
+/* The fast-path counts live in this thread's TLS (FAST_STATS builds). */
+static void take_fast_counts(struct hak_stats *st) {
+#if HAK_FAST_STATS
+  for (unsigned c = 0; c < HAK_NTINY; c++) {
+    st->hits[c] += _hak_tls.fast_hits[c];
+    st->frees[c] += _hak_tls.fast_frees[c];
+    _hak_tls.fast_hits[c] = _hak_tls.fast_frees[c] = 0;
+  }
+#else
+  (void)st;
+#endif
+}
+
+void _hak_stats_merge_heap(struct hak_heap *h) {
+  take_fast_counts(&h->stats);
+  hak_lock(&totals_lock);
+  stats_add(&totals, &h->stats);
+  hak_unlock(&totals_lock);
+  memset(&h->stats, 0, sizeof h->stats);
+}
+
+static void add_live_heap(struct hak_heap *h, void *arg) { stats_add(arg, &h->stats); }
+
+/* Totals so far: exited threads plus live heaps (read without stopping
+ * their threads: a report, not an invariant). */
+static void stats_snapshot(struct hak_stats *out) {
+  if (_hak_tls.heap) take_fast_counts(&_hak_tls.heap->stats);
+  hak_lock(&totals_lock);
+  *out = totals;
+  hak_unlock(&totals_lock);
+  _hak_heaps_visit(add_live_heap, out);
+}
+
+static int64_t gauge(_Atomic int64_t *g) { return atomic_load_explicit(g, memory_order_relaxed); }
+
+/* ---- text report ---------------------------------------------------------- */
+static const char *tier_name(unsigned c) {
+  static const char *const names[] = { "tiny", "L2", "L2.5", "large" };
+  return names[_hak_classes[c].tier];
+}
+
+static bool class_active(const struct hak_stats *st, unsigned c) {
+  return st->hits[c] || st->misses[c] || st->frees[c] || st->refills[c];
+}
+
+static void report_text(int fd, const struct hak_stats *st) {
+  _hak_guard_printf(fd, "hakmem %s statistics (pid %d)\n", HAKMEM_VERSION, (int)getpid());
+  _hak_guard_printf(fd, "  memory: mapped %lld KiB (peak %lld), in use %lld KiB (peak %lld), large cache %lld KiB, purged %lld KiB in %lld calls\n",
+          (long long)gauge(&_hak_gauges.bytes_mapped) >> 10, (long long)gauge(&_hak_gauges.bytes_mapped_peak) >> 10,
+          (long long)gauge(&_hak_gauges.bytes_in_use) >> 10, (long long)gauge(&_hak_gauges.bytes_in_use_peak) >> 10,
+          (long long)gauge(&_hak_gauges.bytes_large_cached) >> 10, (long long)gauge(&_hak_gauges.bytes_purged) >> 10,
+          (long long)gauge(&_hak_gauges.purge_calls));
+  _hak_guard_printf(fd, "  superslabs:");
+  for (unsigned s = 0; s < HAK_SS_NSTATES; s++)
+    _hak_guard_printf(fd, " %s %lld", ss_state_names[s], (long long)gauge(&_hak_gauges.ss_count[s]));
+  _hak_guard_printf(fd, "\n");
+#define HAK_PRINT_SCALAR(name, doc) if (st->name) _hak_guard_printf(fd, "  %-18s %12llu  %s\n", #name, (unsigned long long)st->name, doc);
+  HAK_STATS_SCALARS(HAK_PRINT_SCALAR)
+#undef HAK_PRINT_SCALAR
+  _hak_guard_printf(fd, "  %-5s %-5s %8s %12s %12s %12s %10s %10s %10s %10s %10s\n", "class", "tier", "size",
+          "hits", "misses", "frees", "spills", "st1 cur", "st2 warm", "st3 shared", "st4 fresh");
+  for (unsigned c = 0; c < HAK_NCLS; c++) {
+    if (!class_active(st, c)) continue;
+    _hak_guard_printf(fd, "  C%-4u %-5s %8u %12llu %12llu %12llu %10llu %10llu %10llu %10llu %10llu\n", c, tier_name(c),
+            _hak_classes[c].size, (unsigned long long)st->hits[c], (unsigned long long)st->misses[c],
+            (unsigned long long)st->frees[c], (unsigned long long)st->spills[c],
+            (unsigned long long)st->stage_current[c], (unsigned long long)st->stage_warm[c],
+            (unsigned long long)st->stage_shared[c], (unsigned long long)st->stage_fresh[c]);
+  }
+  if (!HAK_FAST_STATS) _hak_guard_printf(fd, "  (hits and frees count slow paths only; build with FAST_STATS=1 to count the fast path)\n");
+}
+
+static void report_warm_pool(int fd, const struct hak_stats *st) {
+  _hak_guard_printf(fd, "hakmem warm pool (cap %ld, prefill %ld)\n", _hak_option(HAK_OPT_WARM_POOL_CAP),
+          _hak_option(HAK_OPT_WARM_POOL_PREFILL));
+  _hak_guard_printf(fd, "  %-5s %8s %12s %12s %12s %9s\n", "class", "size", "hits", "misses", "prefilled", "hit rate");
+  for (unsigned c = 0; c < HAK_NCLS; c++) {
+    uint64_t hits = st->warm_hits[c], misses = st->warm_misses[c];
+    if (!hits && !misses) continue;
+    _hak_guard_printf(fd, "  C%-4u %8u %12llu %12llu %12llu %8.1f%%\n", c, _hak_classes[c].size,
+            (unsigned long long)hits, (unsigned long long)misses,
+            (unsigned long long)st->warm_prefills[c], 100.0 * (double)hits / (double)(hits + misses));
+  }
+}
+
+/* ---- JSON --------------------------------------------------------------------- */
+static void json_array(int fd, const char *name, const uint64_t *v) {
+  _hak_guard_printf(fd, ",\n  \"%s\": [", name);
+  for (unsigned c = 0; c < HAK_NCLS; c++) _hak_guard_printf(fd, "%s%llu", c ? "," : "", (unsigned long long)v[c]);
+  _hak_guard_printf(fd, "]");
+}
+
+static void report_json(int fd, const struct hak_stats *st) {
+  _hak_guard_printf(fd, "{\n  \"version\": \"%s\",\n  \"pid\": %d,\n  \"fast_stats\": %s", HAKMEM_VERSION,
+          (int)getpid(), HAK_FAST_STATS ? "true" : "false");
+  _hak_guard_printf(fd, ",\n  \"bytes_mapped\": %lld,\n  \"bytes_mapped_peak\": %lld,\n  \"bytes_in_use\": %lld,\n"
+              "  \"bytes_in_use_peak\": %lld,\n  \"bytes_large_cached\": %lld,\n  \"bytes_purged\": %lld,\n"
+              "  \"purge_calls\": %lld",
+          (long long)gauge(&_hak_gauges.bytes_mapped), (long long)gauge(&_hak_gauges.bytes_mapped_peak),
+          (long long)gauge(&_hak_gauges.bytes_in_use), (long long)gauge(&_hak_gauges.bytes_in_use_peak),
+          (long long)gauge(&_hak_gauges.bytes_large_cached), (long long)gauge(&_hak_gauges.bytes_purged),
+          (long long)gauge(&_hak_gauges.purge_calls));
+  _hak_guard_printf(fd, ",\n  \"superslabs\": {");
+  for (unsigned s = 0; s < HAK_SS_NSTATES; s++)
+    _hak_guard_printf(fd, "%s\"%s\": %lld", s ? ", " : "", ss_state_names[s], (long long)gauge(&_hak_gauges.ss_count[s]));
+  _hak_guard_printf(fd, "}");
+#define HAK_JSON_SCALAR(name, doc) _hak_guard_printf(fd, ",\n  \"%s\": %llu", #name, (unsigned long long)st->name);
+  HAK_STATS_SCALARS(HAK_JSON_SCALAR)
+#undef HAK_JSON_SCALAR
+  uint64_t sizes[HAK_NCLS];
+  for (unsigned c = 0; c < HAK_NCLS; c++) sizes[c] = _hak_classes[c].size;
+  json_array(fd, "class_size", sizes);
+#define HAK_JSON_ARRAY(name, doc) json_array(fd, #name, st->name);
+  HAK_STATS_PER_CLASS(HAK_JSON_ARRAY)
+#undef HAK_JSON_ARRAY
+  _hak_guard_printf(fd, "\n}\n");
+}
+
+void hak_stats_print(void) {
+  struct hak_stats st;
+  stats_snapshot(&st);
+  report_text(2, &st);
+}
+
+int hak_stats_write_json(const char *path) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  struct hak_stats st;
+  stats_snapshot(&st);
+  report_json(fd, &st);
+  return close(fd);
+}
+
+void _hak_stats_at_exit(void) {
+  if (!_hak_initialized()) return;
+  long mode = _hak_option(HAK_OPT_STATS);
+  bool warm = _hak_option(HAK_OPT_WARM_POOL_STATS) != 0;
+  if (!mode && !warm) return;
+  struct hak_stats st;
+  stats_snapshot(&st);
+  if (mode == 1) report_text(2, &st);
+  if (mode == 2) {
+    const char *path = _hak_option_string(HAK_OPT_STATS) + 5;     /* after "json:" */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) _hak_guard_write("hakmem: cannot write statistics to %s (errno %d)\n", path, errno);
+    else { report_json(fd, &st); close(fd); }
+  }
+  if (warm) report_warm_pool(2, &st);
+}

@@ -1,0 +1,133 @@
+/* thread.c — thread lifecycle: process init, one heap per thread (created on
+ * the thread's first slow path, flushed and returned at its exit, then
+ * reused), and fork safety (every lock held across fork, reset in the
+ * child). */
+#include "hakmem_internal.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/auxv.h>
+
+__thread struct hak_tls _hak_tls __attribute__((tls_model("initial-exec")));
+uint64_t _hak_free_key;
+
+static pthread_key_t heap_key;
+static _Atomic int init_state;                 /* 0 no, 1 running, 2 done */
+static hak_lock_t heaps_lock;
+static struct hak_heap *heaps_all, *heaps_free;
+
+static void thread_exit(void *arg);
+static void fork_prepare(void);
+static void fork_parent(void);
+static void fork_child(void);
+
+/* The free key marks blocks that are free (word 1). It must be unknowable to
+ * the program: the kernel's AT_RANDOM bytes, mixed with an address. */
+static uint64_t make_free_key(void) {
+  uint64_t k = (uint64_t)(uintptr_t)&heap_key * 0x9E3779B97F4A7C15ull;
+  const unsigned char *rnd = (const unsigned char *)getauxval(AT_RANDOM);
+  if (rnd) { uint64_t r; memcpy(&r, rnd + 8, sizeof r); k ^= r; }
+  k ^= _hak_os_now_ns() * 0xBF58476D1CE4E5B9ull;
+  return k | 1;                                /* never 0 (NULL) */
+}
+
+bool _hak_initialized(void) { return atomic_load_explicit(&init_state, memory_order_acquire) == 2; }
+
+/* Nothing here may call malloc before init_state is 2: pthread_atfork may,
+ * and by then a recursive malloc finds hakmem ready. */
+void _hak_init(void) {
+  if (HAK_LIKELY(_hak_initialized())) return;
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&init_state, &expected, 1)) {
+    while (!_hak_initialized()) sched_yield();
+    return;
+  }
+  _hak_classes_init();
+  _hak_options_init();
+  _hak_free_key = make_free_key();
+  pthread_key_create(&heap_key, thread_exit);
+  atomic_store_explicit(&init_state, 2, memory_order_release);
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+  if (_hak_option(HAK_OPT_PRINT_OPTIONS)) _hak_options_print();
+}
+
+__attribute__((constructor)) static void hak_boot(void) { _hak_init(); }
+__attribute__((destructor)) static void hak_shutdown(void) { _hak_stats_at_exit(); }
+
+static struct hak_heap *heap_create(void) {
+  _hak_init();
+  hak_lock(&heaps_lock);
+  struct hak_heap *h = heaps_free;
+  if (h) {
+    heaps_free = h->next_free;
+  } else if ((h = _hak_os_meta_alloc(sizeof *h)) != NULL) {
+    h->next_all = heaps_all;
+    heaps_all = h;
+  }
+  if (h) h->live = true;
+  hak_unlock(&heaps_lock);
+  if (!h) return NULL;
+  _hak_tiny_heap_init(h);
+  _hak_mid_heap_init(h);
+  _hak_tls.heap = h;
+  _hak_tls.exited = false;
+  pthread_setspecific(heap_key, h);
+  return h;
+}
+
+struct hak_heap *_hak_heap_get(void) {
+  struct hak_heap *h = _hak_tls.heap;
+  return HAK_LIKELY(h != NULL) ? h : heap_create();
+}
+
+/* Thread exit: caches back to the slabs, slabs detached (ownerless slabs with
+ * free blocks go to the shared pool, where other threads adopt them), the
+ * counters merged, the heap returned for the next thread. */
+static void thread_exit(void *arg) {
+  struct hak_heap *h = arg;
+  if (!h || h != _hak_tls.heap) return;
+  _hak_tiny_heap_flush(h);
+  _hak_mid_heap_flush(h);
+  for (unsigned c = 0; c < HAK_NCLS; c++) {
+    if (h->cur[c]) { _hak_slab_detach(h, h->cur[c]); h->cur[c] = NULL; }
+    while (h->warm_n[c]) _hak_slab_detach(h, h->warm[c][--h->warm_n[c]]);
+  }
+  h->stats.threads_exited++;
+  _hak_stats_merge_heap(h);
+  _hak_tls.heap = NULL;
+  _hak_tls.exited = true;
+  hak_lock(&heaps_lock);
+  h->live = false;
+  h->next_free = heaps_free;
+  heaps_free = h;
+  hak_unlock(&heaps_lock);
+}
+
+void _hak_heaps_visit(hak_heap_visit_fn fn, void *arg) {
+  hak_lock(&heaps_lock);
+  for (struct hak_heap *h = heaps_all; h; h = h->next_all)
+    if (h->live) fn(h, arg);
+  hak_unlock(&heaps_lock);
+}
+
+/* fork: hold every lock (in the one order they nest: heaps, pools, large,
+ * metadata arena) so the child never inherits one held by a thread that
+ * does not exist there. */
+static void fork_prepare(void) {
+  hak_lock(&heaps_lock);
+  _hak_slab_fork_prepare();
+  _hak_large_fork_prepare();
+  _hak_os_fork_prepare();
+}
+static void fork_parent(void) {
+  _hak_os_fork_parent();
+  _hak_large_fork_parent();
+  _hak_slab_fork_parent();
+  hak_unlock(&heaps_lock);
+}
+static void fork_child(void) {
+  _hak_os_fork_child();
+  _hak_large_fork_child();
+  _hak_slab_fork_child();
+  atomic_store(&heaps_lock.held, 0);
+}
