@@ -37,7 +37,7 @@ int    hak_malloc_trim(size_t pad);
 void   hak_collect(void);
 /* hakmem's own figures in glibc's struct: arena = bytes mapped,
  * uordblks = bytes in use (blocks held by the program or thread caches),
- * fordblks = mapped but not in use, hblkhd = freed Large mappings cached. */
+ * fordblks = mapped but not in use, hblkhd = live Large blocks (mmapped). */
 struct mallinfo2 hak_mallinfo2(void);
 
 /* Prints the counters report (as HAKMEM_STATS=1 does at exit) to stderr. */

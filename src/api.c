@@ -12,13 +12,20 @@ static void *class_alloc(unsigned c) {
   return c < HAK_NTINY ? _hak_tiny_alloc_slow(c) : _hak_mid_alloc(c);
 }
 
-/* HAK_SLOW: every malloc the inline path could not serve. */
+static void *route_alloc(size_t n) {
+  if (n <= HAK_MID_MAX) return class_alloc(_hak_class_of_size(n));
+  return _hak_large_alloc(n, 0, false);
+}
+
+/* HAK_SLOW: every malloc the inline path could not serve. Out of memory,
+ * it gives back what it caches and tries once more. */
 void *_hak_malloc_slow(size_t n) {
   struct hak_heap *h = _hak_tls.heap;
   if (h) h->stats.malloc_slow++;
-  if (n <= HAK_MID_MAX) return class_alloc(_hak_class_of_size(n));
   if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-  return _hak_large_alloc(n, 0, false);
+  void *p = route_alloc(n);
+  if (HAK_UNLIKELY(!p) && hak_malloc_trim(0)) p = route_alloc(n);
+  return p;
 }
 
 /* A live block of ours: its class (>= 0), or -1 when p is not a class block
@@ -156,8 +163,10 @@ HAK_API int hak_malloc_trim(size_t pad) {
     _hak_tiny_heap_flush(h);
     _hak_mid_heap_flush(h);
     _hak_tiny_heap_init(h);
-    for (unsigned c = 0; c < HAK_NCLS; c++)
+    for (unsigned c = 0; c < HAK_NCLS; c++) {
       while (h->warm_n[c]) _hak_slab_detach(h, h->warm[c][--h->warm_n[c]]);
+      if (h->cur[c]) { _hak_slab_detach(h, h->cur[c]); h->cur[c] = NULL; }
+    }
   }
   size_t released = _hak_slab_trim() + _hak_large_trim();
   return released > 0;
@@ -173,6 +182,6 @@ HAK_API struct mallinfo2 hak_mallinfo2(void) {
   mi.arena = mapped;
   mi.uordblks = in_use;
   mi.fordblks = mapped > in_use ? mapped - in_use : 0;
-  mi.hblkhd = (size_t)atomic_load(&_hak_gauges.bytes_large_cached);
+  mi.hblkhd = (size_t)atomic_load(&_hak_gauges.bytes_large);
   return mi;
 }

@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-void __libc_free(void *p);
+/* Weak: a static program has no C library malloc to hand blocks back to. */
+extern void __libc_free(void *p) __attribute__((weak));
 
 void _hak_guard_printf(int fd, const char *fmt, ...) {
   char buf[1024];
@@ -156,7 +157,7 @@ void _hak_guard_foreign_free(void *p, const char *call) {
   char buf[96];
   const char *why = describe(p, buf, sizeof buf);
   if (!why) {
-    if (libc_block_usable((uintptr_t)p)) {
+    if (__libc_free && libc_block_usable((uintptr_t)p)) {
       if (_hak_tls.heap) _hak_tls.heap->stats.foreign_frees++;
       __libc_free(p);
       return;
@@ -175,7 +176,7 @@ void _hak_guard_foreign_free(void *p, const char *call) {
 size_t _hak_guard_foreign_usable(const void *p, const char *call) {
   char buf[96];
   const char *why = describe(p, buf, sizeof buf);
-  size_t usable = why ? 0 : libc_block_usable((uintptr_t)p);
+  size_t usable = why || !__libc_free ? 0 : libc_block_usable((uintptr_t)p);
   if (!usable) _hak_guard_bad_pointer(p, call, why ? why : "not allocated by hakmem");
   return usable;
 }

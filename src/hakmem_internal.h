@@ -247,6 +247,8 @@ struct hak_gauges {
   _Atomic int64_t bytes_in_use;      /* blocks out of slabs + large blocks     */
   _Atomic int64_t bytes_in_use_peak;
   _Atomic int64_t bytes_large_cached;
+  _Atomic int64_t bytes_large;       /* live Large blocks                      */
+  _Atomic int64_t bytes_large_peak;
   _Atomic int64_t ss_count[HAK_SS_NSTATES];
   _Atomic int64_t bytes_purged;
   _Atomic int64_t purge_calls;
@@ -311,6 +313,8 @@ void   _hak_os_fork_child(void);
 struct hak_slab *_hak_region_slab_of(uintptr_t a, unsigned cls);
 struct hak_slab *_hak_region_fresh_slab(unsigned cls);      /* pool lock held */
 void   _hak_region_release_slab(struct hak_slab *s);         /* pool lock held */
+size_t _hak_region_shrink(struct hak_region *r);             /* pool lock held */
+void   _hak_region_prune_hot(struct hak_pool *pool);         /* pool lock held */
 void   _hak_region_init(void);
 
 /* ---- slab.c ---------------------------------------------------------------- */

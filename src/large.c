@@ -123,6 +123,7 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   hak_unlock(&large_lock);
   if (!cached) {
     void *p = _hak_os_map_aligned(bytes, align);
+    if (!p && _hak_large_trim()) p = _hak_os_map_aligned(bytes, align);   /* out of memory: drop the cache, retry */
     if (!p) { errno = ENOMEM; return NULL; }
     e = (struct large_entry){ (uintptr_t)p, bytes };
     _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, (int64_t)bytes);
@@ -134,6 +135,7 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   hak_unlock(&large_lock);
   if (!ok) { unmap_block(e.addr, e.bytes); errno = ENOMEM; return NULL; }
   _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, (int64_t)e.bytes);
+  _hak_gauge_add(&_hak_gauges.bytes_large, &_hak_gauges.bytes_large_peak, (int64_t)e.bytes);
   struct hak_stats *st = thread_stats();
   if (st) { st->large_allocs++; st->large_cache_hits += cached; }
   return (void *)e.addr;
@@ -161,6 +163,7 @@ bool _hak_large_free(void *p, const char *call) {
   hak_unlock(&large_lock);
   if (!kept) unmap_block(a, bytes);
   _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, -(int64_t)bytes);
+  _hak_gauge_add(&_hak_gauges.bytes_large, &_hak_gauges.bytes_large_peak, -(int64_t)bytes);
   struct hak_stats *st = thread_stats();
   if (st) st->large_frees++;
   return true;
@@ -190,6 +193,7 @@ void *_hak_large_realloc(void *p, size_t n) {
   int64_t delta = (int64_t)bytes - (int64_t)old;
   _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, delta);
   _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, delta);
+  _hak_gauge_add(&_hak_gauges.bytes_large, &_hak_gauges.bytes_large_peak, delta);
   struct hak_stats *st = thread_stats();
   if (st) st->large_remaps++;
   return q;

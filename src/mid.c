@@ -9,14 +9,19 @@
 #include <errno.h>
 
 #define HAK_MID_REFILL_BYTES (256u * 1024)
+#define HAK_RING_MAX_BYTES   (1024u * 1024)
 
 static unsigned build_cap(unsigned c) {
   return _hak_classes[c].tier == HAK_TIER_L2 ? POOL_L2_RING_CAP : POOL_L25_RING_CAP;
 }
 
+/* The pool's capacity, and no more than HAK_RING_MAX_BYTES of blocks. */
 static unsigned run_cap(unsigned c) {
-  return (unsigned)_hak_option(_hak_classes[c].tier == HAK_TIER_L2 ? HAK_OPT_L2_RING_CAP
-                                                                   : HAK_OPT_L25_RING_CAP);
+  unsigned cap = (unsigned)_hak_option(_hak_classes[c].tier == HAK_TIER_L2 ? HAK_OPT_L2_RING_CAP
+                                                                           : HAK_OPT_L25_RING_CAP);
+  unsigned by_bytes = HAK_RING_MAX_BYTES / _hak_classes[c].size;
+  if (by_bytes < 2) by_bytes = 2;
+  return cap < by_bytes ? cap : by_bytes;
 }
 
 /* Rings of a heap: one array for all mid classes, allocated once per heap

@@ -58,7 +58,10 @@ static struct hak_superslab *region_grow(struct hak_region *r) {
   const struct hak_class *k = &_hak_classes[r->cls];
   if (r->full || r->ss_mapped >= r->ss_cap) { r->full = true; return NULL; }
   uintptr_t at = r->base + (uint64_t)r->ss_mapped * k->ss_bytes;
-  if (!_hak_os_map_at(at, k->ss_bytes)) {
+  void *mapped = _hak_os_map_at(at, k->ss_bytes);
+  if (!mapped && errno == ENOMEM && _hak_large_trim())     /* out of memory: drop the Large cache, retry */
+    mapped = _hak_os_map_at(at, k->ss_bytes);
+  if (!mapped) {
     if (errno == EEXIST) r->full = true;
     return NULL;
   }
@@ -181,4 +184,35 @@ struct hak_slab *_hak_region_slab_of(uintptr_t a, unsigned cls) {
   uint64_t ss_index = off / k->ss_bytes;
   struct hak_superslab *ss = r->dir[ss_index];
   return &ss->slabs[(off - ss_index * k->ss_bytes) / k->slab_bytes];
+}
+
+/* Unmaps the EMPTY SuperSlabs at the top of r (lowering its end first), so
+ * the address space comes back too, not only the pages. SuperSlabs below a
+ * live one stay mapped: free must be able to read any address under end.
+ * Pool lock held. Returns the bytes unmapped. */
+size_t _hak_region_shrink(struct hak_region *r) {
+  const struct hak_class *k = &_hak_classes[r->cls];
+  size_t released = 0;
+  while (r->ss_mapped && r->dir[r->ss_mapped - 1]->state == HAK_SS_EMPTY) {
+    struct hak_superslab *ss = r->dir[--r->ss_mapped];
+    map_publish_end(r, k);
+    _hak_os_unmap((void *)ss->base, k->ss_bytes);
+    atomic_fetch_sub(&_hak_gauges.ss_count[HAK_SS_EMPTY], 1);
+    _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, -(int64_t)k->ss_bytes);
+    ss->free_list = NULL;
+    ss->free_slabs = 0;
+    released += k->ss_bytes;
+  }
+  if (released) r->full = false;
+  return released;
+}
+
+/* Drops unmapped SuperSlabs from the pool's hot list. Pool lock held. */
+void _hak_region_prune_hot(struct hak_pool *pool) {
+  struct hak_superslab **link = &pool->hot;
+  while (*link) {
+    struct hak_superslab *ss = *link;
+    if (ss->index >= ss->region->ss_mapped) { ss->on_hot_list = 0; *link = ss->next_hot; }
+    else link = &ss->next_hot;
+  }
 }

@@ -288,6 +288,7 @@ static size_t trim_class(unsigned c) {
     }
   }
   for (struct hak_region *r = pool->regions; r; r = r->next) {
+    released += _hak_region_shrink(r);
     for (uint32_t i = 0; i < r->ss_mapped; i++) {
       struct hak_superslab *ss = r->dir[i];
       if (ss->state != HAK_SS_EMPTY || ss->purged) continue;
@@ -296,6 +297,7 @@ static size_t trim_class(unsigned c) {
       released += _hak_classes[c].ss_bytes;
     }
   }
+  _hak_region_prune_hot(pool);
   hak_unlock(&pool->lock);
   return released;
 }
