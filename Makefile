@@ -56,7 +56,7 @@ endif
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 LIB_HDRS := include/hakmem.h $(wildcard src/*.h)
 
-.PHONY: all lib test bench install clean tests benches check-all
+.PHONY: all lib test test-sanitizers bench install clean tests benches
 all: lib
 lib: $(BUILD)/libhakmem.so $(BUILD)/libhakmem.a
 
@@ -105,6 +105,13 @@ ifeq ($(DEBUG)$(SAN),0)
 	@$(MAKE) --no-print-directory DEBUG=1 tests
 	@sh tests/run.sh build-debug
 endif
+
+# UBSan on the library and every test; TSan on the multi-threaded hak_ API tests.
+test-sanitizers:
+	@$(MAKE) --no-print-directory SAN=undefined tests
+	@sh tests/run.sh build-ubsan
+	@$(MAKE) --no-print-directory SAN=thread lib $(patsubst tests/%.c,build-tsan/tests/%,$(wildcard tests/test_hakapi_*.c))
+	@sh tests/run.sh build-tsan
 
 # ---- benchmarks -----------------------------------------------------------
 # Benchmark programs never link hakmem: the allocator is chosen by LD_PRELOAD.

@@ -414,12 +414,18 @@ void   _hak_free_slow(void *p, const char *call);
 /* Fast paths                                                                */
 /* ======================================================================= */
 
+/* Map entries change while other threads read them (a region grows); the
+ * reads are relaxed atomics, plain loads on every target. A stale entry only
+ * sends a free to the slow path, which looks again. */
+HAK_FAST uint64_t hak_map_end(unsigned slot) { return __atomic_load_n(&_hak_map.end[slot], __ATOMIC_RELAXED); }
+HAK_FAST uint64_t hak_map_magic(unsigned slot) { return __atomic_load_n(&_hak_map.magic[slot], __ATOMIC_RELAXED); }
+
 /* The class of p when p is the start of a block in a class region, else -1. */
 HAK_FAST int hak_block_class(const void *p) {
   uintptr_t a = (uintptr_t)p;
   unsigned slot = (unsigned)(a >> HAK_REGION_SHIFT) & (HAK_REGION_SLOTS - 1);
-  uint64_t magic = _hak_map.magic[slot];
-  if (a < _hak_map.end[slot] && (uint64_t)(uint32_t)a * magic < magic)
+  uint64_t magic = hak_map_magic(slot);
+  if (a < hak_map_end(slot) && (uint64_t)(uint32_t)a * magic < magic)
     return _hak_map.cls[slot];
   return -1;
 }
@@ -450,8 +456,8 @@ HAK_FAST void *hak_malloc_inline(size_t n) {
 HAK_FAST void hak_free_inline(void *p) {
   uintptr_t a = (uintptr_t)p;
   unsigned slot = (unsigned)(a >> HAK_REGION_SHIFT) & (HAK_REGION_SLOTS - 1);
-  uint64_t magic = _hak_map.magic[slot];
-  if (HAK_LIKELY(a < _hak_map.end[slot] && (uint64_t)(uint32_t)a * magic < magic)) {
+  uint64_t magic = hak_map_magic(slot);
+  if (HAK_LIKELY(a < hak_map_end(slot) && (uint64_t)(uint32_t)a * magic < magic)) {
     unsigned c = _hak_map.cls[slot];
     void **b = (void **)p;
     void *key = (void *)_hak_free_key;

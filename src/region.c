@@ -15,9 +15,13 @@ struct hak_map _hak_map;
 
 /* Regions start at 16 TiB, far from where Linux puts programs, libraries,
  * heaps and stacks; on an address space too small for that (39-bit
- * aarch64) they start at 64 GiB. */
-#define HAK_FIRST_SLOT      4096u
+ * aarch64), and under ThreadSanitizer, they start at 64 GiB. */
 #define HAK_FIRST_SLOT_LOW  16u
+#if defined(__SANITIZE_THREAD__)
+#define HAK_FIRST_SLOT      HAK_FIRST_SLOT_LOW   /* TSan allows only its application ranges */
+#else
+#define HAK_FIRST_SLOT      4096u
+#endif
 #define HAK_SLOT_TRIES      256u
 static hak_lock_t slot_lock;
 static unsigned next_slot = HAK_FIRST_SLOT;
