@@ -1,0 +1,78 @@
+/* The size-class table against the code that relies on it: geometry
+ * (slabs are whole pages and whole blocks), the divisibility constant free
+ * uses to reject interior pointers, the size lookup tables (smallest class
+ * that holds n, at most 25% larger from 64 B up), and aligned classes. */
+#include "testing.h"
+#include "hakmem_internal.h"
+
+static void check_geometry(void) {
+  for (unsigned c = 0; c < HAK_NCLS; c++) {
+    const struct hak_class *k = &_hak_classes[c];
+    CHECKF(k->size % 16 == 0, "C%u size %u not a multiple of 16", c, k->size);
+    CHECKF(k->slab_bytes % HAK_PAGE == 0, "C%u slab %u not whole pages", c, k->slab_bytes);
+    CHECKF(k->slab_bytes == k->slab_blocks * k->size, "C%u slab not whole blocks", c);
+    CHECKF(k->slab_blocks >= 4 && k->ss_slabs >= 1 && k->ss_slabs <= 255, "C%u geometry", c);
+    CHECKF(k->ss_bytes == (uint64_t)k->ss_slabs * k->slab_bytes, "C%u SuperSlab bytes", c);
+    CHECKF(HAK_REGION_BYTES / k->ss_bytes >= 64, "C%u: a region holds few SuperSlabs", c);
+    if (c) CHECKF(k->size > _hak_classes[c - 1].size, "C%u sizes not increasing", c);
+    unsigned want_tier = k->size <= HAK_TINY_MAX ? HAK_TIER_TINY : k->size <= HAK_L2_MAX ? HAK_TIER_L2 : HAK_TIER_L25;
+    CHECKF(k->tier == want_tier, "C%u tier %u", c, k->tier);
+  }
+  CHECK(_hak_classes[HAK_NTINY - 1].size == HAK_TINY_MAX);
+  CHECK(_hak_classes[HAK_NTINY + HAK_NL2 - 1].size == HAK_L2_MAX);
+  CHECK(_hak_classes[HAK_NCLS - 1].size == HAK_MID_MAX);
+}
+
+/* The fast path's test, (uint32)a * magic < magic, against a % size == 0
+ * for every offset of the first 4 slabs and a sample of the whole 4 GiB. */
+static void check_divisibility(void) {
+  for (unsigned c = 0; c < HAK_NCLS; c++) {
+    const struct hak_class *k = &_hak_classes[c];
+    unsigned bad = 0;
+    for (uint64_t a = 0; a < 4ull * k->slab_bytes; a++)
+      bad += ((uint64_t)(uint32_t)a * k->magic < k->magic) != (a % k->size == 0);
+    for (uint64_t a = 0; a < HAK_REGION_BYTES; a += 999983)
+      for (uint64_t d = 0; d < 3; d++) {
+        uint64_t x = (a / k->size + d) * k->size;
+        if (x < HAK_REGION_BYTES) bad += !((uint64_t)(uint32_t)x * k->magic < k->magic);
+      }
+    CHECKF(bad == 0, "C%u (%u B): %u offsets misjudged", c, k->size, bad);
+  }
+}
+
+static void check_lookup(void) {
+  unsigned bad = 0;
+  for (size_t n = 0; n <= HAK_MID_MAX; n++) {
+    unsigned c = _hak_class_of_size(n);
+    uint32_t size = _hak_classes[c].size;
+    bool smallest = c == 0 || _hak_classes[c - 1].size < n;
+    bool tight = n < 64 || size * 4 <= n * 5;        /* at most 25% larger */
+    if (size < n || !smallest || !tight) {
+      if (bad++ < 5) fprintf(stderr, "n=%zu -> C%u (%u B)\n", n, c, size);
+    }
+  }
+  CHECKF(bad == 0, "%u sizes map to a wrong class", bad);
+}
+
+static void check_aligned(void) {
+  for (size_t align = 32; align <= HAK_MID_MAX; align *= 2) {
+    for (size_t n = 1; n <= HAK_MID_MAX; n = n * 3 + 1) {
+      int c = _hak_class_for_aligned(n, align);
+      if (n > HAK_MID_MAX) continue;
+      CHECKF(c >= 0, "no class for %zu B at %zu", n, align);
+      if (c < 0) continue;
+      CHECKF(_hak_classes[c].size >= n && _hak_classes[c].size % align == 0,
+             "class %d for %zu B at %zu", c, n, align);
+    }
+  }
+  CHECK(_hak_class_for_aligned(100, 2 * HAK_MID_MAX) == -1);
+}
+
+int main(void) {
+  _hak_classes_init();
+  check_geometry();
+  check_divisibility();
+  check_lookup();
+  check_aligned();
+  TEST_END();
+}
