@@ -117,6 +117,7 @@ static unsigned slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, 
   }
   s->used += n;
   _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, (int64_t)class_bytes(s->cls, n));
+  _hak_slab_check(s);
   return n;
 }
 
@@ -139,6 +140,7 @@ static void partial_push(struct hak_slab *s) {
 void _hak_slab_detach(struct hak_heap *h, struct hak_slab *s) {
   HAK_ASSERT(atomic_load(&s->xowner) == h);
   collect_remote(h, s);
+  _hak_slab_check(s);
   if (h) h->stats.slabs_abandoned++;
   if (s->used == 0) {
     atomic_store(&s->xowner, NULL);
@@ -263,6 +265,7 @@ void _hak_slab_return(struct hak_heap *h, unsigned c, void *chain) {
       HAK_ASSERT(n <= s->used);
       s->used -= n;
       _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, -(int64_t)class_bytes(c, n));
+      _hak_slab_check(s);
     } else {
       remote_push(h, s, head, tail, n);
     }

@@ -1,0 +1,51 @@
+#!/bin/sh
+# The counters reports: HAKMEM_STATS=1 prints a readable report,
+# HAKMEM_STATS=json:PATH writes JSON with the counters the brief names,
+# HAKMEM_WARM_POOL_STATS=1 prints the warm pool per class, and a malformed
+# option gets one warning and the default.
+set -u
+build=${HAK_TEST_BUILD:?HAK_TEST_BUILD must name the build folder}
+lib=$build/libhakmem.so
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+work='import threading
+def churn():
+    d = {i: str(i) * (i % 50) for i in range(20000)}
+    return sum(len(v) for v in d.values())
+ts = [threading.Thread(target=churn) for _ in range(4)]
+[t.start() for t in ts]; [t.join() for t in ts]
+print(churn())'
+
+HAKMEM_STATS=1 LD_PRELOAD=$lib python3 -c "$work" >/dev/null 2>"$tmp/text" || fail "python3 under HAKMEM_STATS=1"
+for word in "statistics" "memory: mapped" "superslabs:" "remote_frees" "st2 warm"; do
+  grep -q "$word" "$tmp/text" || fail "text report lacks '$word'"
+done
+
+HAKMEM_STATS=json:$tmp/s.json LD_PRELOAD=$lib python3 -c "$work" >/dev/null || fail "python3 under json stats"
+python3 - "$tmp/s.json" <<'PY' || exit 1
+import json, sys
+s = json.load(open(sys.argv[1]))
+need = ["bytes_mapped", "bytes_mapped_peak", "bytes_in_use", "bytes_in_use_peak", "superslabs",
+        "remote_frees", "threads_exited", "hits", "misses", "stage_current", "stage_warm",
+        "stage_shared", "stage_fresh", "warm_hits", "warm_misses", "warm_prefills", "class_size"]
+missing = [k for k in need if k not in s]
+assert not missing, f"JSON lacks {missing}"
+assert s["bytes_mapped_peak"] >= s["bytes_mapped"] > 0, "bytes mapped"
+assert s["bytes_in_use_peak"] > 0, "bytes in use"
+assert s["threads_exited"] >= 4, f"threads_exited {s['threads_exited']}"
+assert sum(s["misses"]) > 0 and sum(s["stage_fresh"]) > 0, "refill counters"
+assert len(s["hits"]) == len(s["class_size"]), "per-class arrays"
+assert set(s["superslabs"]) == {"hot", "draining", "empty"}, "superslab states"
+print("json report ok:", len(s), "keys")
+PY
+
+HAKMEM_WARM_POOL_STATS=1 LD_PRELOAD=$lib python3 -c "$work" >/dev/null 2>"$tmp/warm" || fail "warm pool stats run"
+grep -q "warm pool (cap 16, prefill 3)" "$tmp/warm" || fail "warm pool report: $(cat "$tmp/warm")"
+grep -q "hit rate" "$tmp/warm" || fail "warm pool report has no hit rate"
+
+HAKMEM_WARM_POOL_CAP=lots LD_PRELOAD=$lib /bin/true 2>"$tmp/bad" || fail "malformed option crashed"
+[ "$(grep -c 'HAKMEM_WARM_POOL_CAP=lots is not valid' "$tmp/bad")" = 1 ] || fail "malformed option warning: $(cat "$tmp/bad")"
+HAKMEM_L2_RING_CAP=4096 HAKMEM_PRINT_OPTIONS=1 LD_PRELOAD=$lib /bin/true 2>"$tmp/clamp" || fail "clamped option crashed"
+grep -q 'HAKMEM_L2_RING_CAP=4096 is outside' "$tmp/clamp" || fail "no clamp warning: $(cat "$tmp/clamp")"
+grep -Eq '^HAKMEM_L2_RING_CAP +48 +48 ' "$tmp/clamp" || fail "L2 ring cap not clamped to the build maximum: $(grep L2_RING "$tmp/clamp")"
+echo "stats and options ok"
