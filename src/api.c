@@ -9,7 +9,10 @@
 /* A block of class c for an aligned request (the class was chosen so that
  * every block of it is aligned enough). */
 static void *class_alloc(unsigned c) {
-  return c < HAK_NTINY ? _hak_tiny_alloc_slow(c) : _hak_mid_alloc(c);
+  if (c < HAK_NTINY) return _hak_tiny_alloc_slow(c);
+  struct hak_heap *h = _hak_tls.heap;
+  void *b = h ? hak_ring_pop(h, c) : NULL;
+  return b ? b : _hak_mid_alloc(c);
 }
 
 static void *route_alloc(size_t n) {
@@ -37,6 +40,14 @@ static int live_class(void *p, const char *call) {
   return c;
 }
 
+/* A valid, not-free block the inline free could not take: a full Tiny list
+ * (its credit went from 0 to -1), a full ring, or a thread with no heap. */
+void _hak_free_front(void *p, unsigned c) {
+  if (c >= HAK_NTINY) { _hak_mid_free(p, c); return; }
+  _hak_tls.credit[c] = 0;
+  _hak_tiny_free_slow(p, c);
+}
+
 /* HAK_SLOW: every free the inline path could not take. */
 void _hak_free_slow(void *p, const char *call) {
   if (!p) return;
@@ -44,9 +55,8 @@ void _hak_free_slow(void *p, const char *call) {
   if (h) h->stats.free_slow++;
   int c = live_class(p, call);
   if (c >= 0) {
-    if (_hak_tls.credit[c] < 0) _hak_tls.credit[c] = 0;   /* see hak_free_inline */
     if (c < HAK_NTINY) _hak_tiny_free_slow(p, (unsigned)c);
-    else _hak_mid_free(p, (unsigned)c);
+    else if (!(h && hak_ring_push(h, (unsigned)c, p))) _hak_mid_free(p, (unsigned)c);
     return;
   }
   if (_hak_large_free(p, call)) return;

@@ -259,7 +259,8 @@ extern struct hak_gauges _hak_gauges;
 /* The hot part, in initial-exec TLS: read by the inline fast paths.
  * head[c] is the Tiny free list of class c (blocks linked through word 0,
  * word 1 holds _hak_free_key while free); credit[c] is how many more blocks
- * the list may take (0 for every non-Tiny class, so their frees go slow).
+ * the list may take (for non-Tiny classes a huge negative number once the
+ * heap exists, so their frees go to the rings and never reach 0).
  * Invariant: |head[c]| + credit[c] == tiny cap of c, once the heap exists,
  * outside the moment between a fast free finding no credit and the slow
  * path restoring credit[c] from -1 to 0. */
@@ -267,8 +268,8 @@ struct hak_tls {
   void *head[HAK_NTINY];
   int64_t credit[HAK_NCLS];
 #if HAK_FAST_STATS
-  uint64_t fast_hits[HAK_NTINY];
-  uint64_t fast_frees[HAK_NTINY];
+  uint64_t fast_hits[HAK_NCLS];
+  uint64_t fast_frees[HAK_NCLS];
 #endif
   struct hak_heap *heap;             /* NULL until the thread's first slow path */
   bool exited;                       /* its heap was flushed at thread exit     */
@@ -276,11 +277,15 @@ struct hak_tls {
 extern __thread struct hak_tls _hak_tls __attribute__((tls_model("initial-exec")));
 
 #define HAK_WARM_MAX 32                /* build maximum of the warm pool cap    */
-struct hak_ring {                      /* L2 / L2.5 front of one class          */
+/* L2 / L2.5 front of one class. Invariant: top <= cap <= max <= the pool's
+ * build capacity; items[0..top) are free blocks of the class, word 1 = key. */
+struct hak_ring {
   uint16_t top, cap;
-  uint32_t overflows, idle_refills;    /* adaptive capacity bookkeeping         */
+  uint16_t max;                        /* cap's ceiling (options, byte bound)   */
+  uint16_t dry;                        /* refills since the last spill (adaptive) */
   void **items;                        /* [build cap of the pool]               */
 };
+_Static_assert(sizeof(struct hak_ring) == 16, "rings are indexed by shift");
 
 /* The cold part: one heap per thread, from the metadata arena, reused after
  * the thread exits. */
@@ -339,10 +344,12 @@ void  _hak_tiny_heap_flush(struct hak_heap *h);
 unsigned _hak_tiny_cap(unsigned c);
 
 /* ---- mid.c ----------------------------------------------------------------- */
-void *_hak_mid_alloc(unsigned c);
-void  _hak_mid_free(void *p, unsigned c);
+void *_hak_mid_alloc(unsigned c);                 /* ring empty or no heap */
+void  _hak_mid_free(void *p, unsigned c);         /* ring full or no heap  */
 void  _hak_mid_heap_init(struct hak_heap *h);
 void  _hak_mid_heap_flush(struct hak_heap *h);
+unsigned _hak_mid_ring_max(unsigned c);
+size_t _hak_mid_ring_bytes(void);
 
 /* ---- large.c --------------------------------------------------------------- */
 void  *_hak_large_alloc(size_t n, size_t align, bool zero);
@@ -373,6 +380,9 @@ void   _hak_heaps_visit(hak_heap_visit_fn fn, void *arg); /* registry lock held 
   X(TINY_CACHE_KB,   64, 4, 1024,  "KiB a Tiny free list may hold per class and thread (64 to 1024 blocks)") \
   X(L2_RING_CAP,     POOL_L2_RING_CAP, 1, POOL_L2_RING_CAP, "L2 ring capacity per class (lowers the build's)") \
   X(L25_RING_CAP,    POOL_L25_RING_CAP, 1, POOL_L25_RING_CAP, "L2.5 ring capacity per class (lowers the build's)") \
+  X(L2_RING_CAPS,     0, 0, 0,     "per-class L2 ring capacities, comma-separated from the smallest class (0: the pool's)") \
+  X(L25_RING_CAPS,    0, 0, 0,     "per-class L2.5 ring capacities, comma-separated (0: the pool's)") \
+  X(RING_ADAPTIVE,    0, 0, 1,     "1: rings start at a quarter, grow when they overflow, shrink when barely used") \
   X(LARGE_CACHE_MB,  64, 0, 4096,  "MiB of freed Large mappings kept for reuse") \
   X(INVALID_FREE,     0, 0, 1,     "abort: an invalid free aborts; ignore: it is counted and skipped") \
   X(PRINT_OPTIONS,    0, 0, 1,     "1: print this table with current values at start-up")
@@ -409,16 +419,24 @@ void   _hak_guard_printf(int fd, const char *fmt, ...) __attribute__((format(pri
 /* ---- api.c ----------------------------------------------------------------- */
 void  *_hak_malloc_slow(size_t n);
 void   _hak_free_slow(void *p, const char *call);
+void   _hak_free_front(void *p, unsigned c);
 
 /* ======================================================================= */
 /* Fast paths                                                                */
 /* ======================================================================= */
 
-/* Map entries change while other threads read them (a region grows); the
- * reads are relaxed atomics, plain loads on every target. A stale entry only
- * sends a free to the slow path, which looks again. */
-HAK_FAST uint64_t hak_map_end(unsigned slot) { return __atomic_load_n(&_hak_map.end[slot], __ATOMIC_RELAXED); }
-HAK_FAST uint64_t hak_map_magic(unsigned slot) { return __atomic_load_n(&_hak_map.magic[slot], __ATOMIC_RELAXED); }
+/* Map entries change while other threads read them (a region grows); an
+ * aligned 64-bit load is atomic on every target hakmem supports, and a stale
+ * entry only sends a free to the slow path, which looks again. The TSan
+ * build says so with relaxed atomics (GCC addresses those less well, so the
+ * release build keeps plain loads). */
+#if defined(__SANITIZE_THREAD__)
+#define HAK_RACY_LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#else
+#define HAK_RACY_LOAD(x) (x)
+#endif
+HAK_FAST uint64_t hak_map_end(unsigned slot) { return HAK_RACY_LOAD(_hak_map.end[slot]); }
+HAK_FAST uint64_t hak_map_magic(unsigned slot) { return HAK_RACY_LOAD(_hak_map.magic[slot]); }
 
 /* The class of p when p is the start of a block in a class region, else -1. */
 HAK_FAST int hak_block_class(const void *p) {
@@ -428,6 +446,30 @@ HAK_FAST int hak_block_class(const void *p) {
   if (a < hak_map_end(slot) && (uint64_t)(uint32_t)a * magic < magic)
     return _hak_map.cls[slot];
   return -1;
+}
+
+/* HAK_FAST for the mid tiers: pop and push a ring; NULL / false when the
+ * ring is empty / full, which _hak_mid_alloc / _hak_mid_free handle. */
+HAK_FAST void *hak_ring_pop(struct hak_heap *h, unsigned c) {
+  struct hak_ring *r = &h->ring[c];
+  if (HAK_UNLIKELY(!r->top)) return NULL;
+  void **b = r->items[--r->top];
+  b[1] = NULL;
+#if HAK_FAST_STATS
+  _hak_tls.fast_hits[c]++;
+#endif
+  return b;
+}
+
+HAK_FAST bool hak_ring_push(struct hak_heap *h, unsigned c, void *p) {
+  struct hak_ring *r = &h->ring[c];
+  if (HAK_UNLIKELY(r->top >= r->cap)) return false;
+  ((void **)p)[1] = (void *)_hak_free_key;
+  r->items[r->top++] = p;
+#if HAK_FAST_STATS
+  _hak_tls.fast_frees[c]++;
+#endif
+  return true;
 }
 
 /* HAK_FAST malloc: pop the Tiny free list of the class. One branch besides
@@ -445,6 +487,9 @@ HAK_FAST void *hak_malloc_inline(size_t n) {
 #endif
       return b;
     }
+  } else if (HAK_LIKELY(n <= HAK_MID_MAX && _hak_tls.heap)) {   /* L2 / L2.5 */
+    void *b = hak_ring_pop(_hak_tls.heap, _hak_mid_class_of[(n + 511) >> 9]);
+    if (HAK_LIKELY(b != NULL)) return b;
   }
   return _hak_malloc_slow(n);
 }
@@ -461,20 +506,28 @@ HAK_FAST void hak_free_inline(void *p) {
     unsigned c = _hak_map.cls[slot];
     void **b = (void **)p;
     void *key = (void *)_hak_free_key;
-    /* credit goes to -1 when the list is full (always, for non-Tiny
-     * classes); _hak_free_slow puts it back to 0. */
-    if (HAK_LIKELY(b[1] != key) && HAK_LIKELY(--_hak_tls.credit[c] >= 0)) {
-      b[0] = _hak_tls.head[c];
-      b[1] = key;
-      _hak_tls.head[c] = b;
+    if (HAK_LIKELY(b[1] != key)) {
+      /* credit goes to -1 when the list is full (always, for non-Tiny
+       * classes); _hak_free_front puts it back to 0. */
+      if (HAK_LIKELY(--_hak_tls.credit[c] >= 0)) {
+        b[0] = _hak_tls.head[c];
+        b[1] = key;
+        _hak_tls.head[c] = b;
 #if HAK_FAST_STATS
-      _hak_tls.fast_frees[c]++;
+        _hak_tls.fast_frees[c]++;
 #endif
+        return;
+      }
+      struct hak_heap *h = _hak_tls.heap;
+      if (HAK_LIKELY(c >= HAK_NTINY && h && hak_ring_push(h, c, p))) return;   /* L2 / L2.5 */
+      _hak_free_front(p, c);
       return;
     }
   }
   _hak_free_slow(p, "free");
 }
+
+
 
 #pragma GCC visibility pop
 #endif

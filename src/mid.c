@@ -1,27 +1,49 @@
 /* mid.c — the L2 (2 KiB .. 52 KiB) and L2.5 (.. 1 MiB) fronts: per thread and
- * class, a LIFO ring (an array) of free blocks. Allocation pops, free pushes;
- * an empty ring refills half its capacity from the slab engine in one batch,
- * a full one spills its older half back in one batch. Capacities are set per
- * pool: POOL_L2_RING_CAP / POOL_L25_RING_CAP at build time, lowered at run
- * time by HAKMEM_L2_RING_CAP / HAKMEM_L25_RING_CAP. */
+ * class, a LIFO ring (an array) of free blocks. Allocation pops, free pushes
+ * (hak_ring_pop / hak_ring_push, inline in hakmem_internal.h); this file is
+ * the tier's slow path: an empty ring refills in one batch from the slab
+ * engine, a full one spills its older half back in one batch.
+ *
+ * Capacities: POOL_L2_RING_CAP / POOL_L25_RING_CAP at build time, lowered
+ * per pool (HAKMEM_L2_RING_CAP, HAKMEM_L25_RING_CAP) or per class
+ * (HAKMEM_L2_RING_CAPS=24,32,...), and never above HAK_RING_MAX_BYTES of
+ * blocks. With HAKMEM_RING_ADAPTIVE=1 a ring starts at a quarter of that,
+ * doubles when it overflows and halves after HAK_RING_DRY_SHRINK refills in
+ * a row without an overflow. */
 #include "hakmem_internal.h"
 
 #include <errno.h>
 
 #define HAK_MID_REFILL_BYTES (256u * 1024)
-#define HAK_RING_MAX_BYTES   (1024u * 1024)
+#define HAK_RING_MAX_BYTES   (2048u * 1024)
+#define HAK_RING_MIN_CAP     2u
+#define HAK_RING_DRY_SHRINK  8u      /* adaptive: refills in a row without a spill */
 
 static unsigned build_cap(unsigned c) {
   return _hak_classes[c].tier == HAK_TIER_L2 ? POOL_L2_RING_CAP : POOL_L25_RING_CAP;
 }
 
-/* The pool's capacity, and no more than HAK_RING_MAX_BYTES of blocks. */
-static unsigned run_cap(unsigned c) {
-  unsigned cap = (unsigned)_hak_option(_hak_classes[c].tier == HAK_TIER_L2 ? HAK_OPT_L2_RING_CAP
-                                                                           : HAK_OPT_L25_RING_CAP);
+/* The i-th number of a comma-separated list, or 0. */
+static unsigned list_item(const char *list, unsigned i) {
+  if (!list) return 0;
+  for (; i && *list; list++) if (*list == ',') i--;
+  unsigned v = 0;
+  for (; *list >= '0' && *list <= '9' && v < 100000; list++) v = v * 10 + (unsigned)(*list - '0');
+  return v;
+}
+
+/* The capacity ceiling of class c's ring: per-class list, else the pool's
+ * option; at most the build capacity and HAK_RING_MAX_BYTES of blocks. */
+unsigned _hak_mid_ring_max(unsigned c) {
+  bool l2 = _hak_classes[c].tier == HAK_TIER_L2;
+  unsigned first = l2 ? HAK_NTINY : HAK_NTINY + HAK_NL2;
+  unsigned cap = list_item(_hak_option_string(l2 ? HAK_OPT_L2_RING_CAPS : HAK_OPT_L25_RING_CAPS), c - first);
+  if (!cap) cap = (unsigned)_hak_option(l2 ? HAK_OPT_L2_RING_CAP : HAK_OPT_L25_RING_CAP);
+  if (cap > build_cap(c)) cap = build_cap(c);
   unsigned by_bytes = HAK_RING_MAX_BYTES / _hak_classes[c].size;
-  if (by_bytes < 2) by_bytes = 2;
-  return cap < by_bytes ? cap : by_bytes;
+  if (by_bytes < HAK_RING_MIN_CAP) by_bytes = HAK_RING_MIN_CAP;
+  if (cap > by_bytes) cap = by_bytes;
+  return cap ? cap : 1;
 }
 
 /* Rings of a heap: one array for all mid classes, allocated once per heap
@@ -38,10 +60,21 @@ void _hak_mid_heap_init(struct hak_heap *h) {
       items += build_cap(c);
     }
   }
+  bool adaptive = _hak_option(HAK_OPT_RING_ADAPTIVE) != 0;
   for (unsigned c = HAK_NTINY; c < HAK_NCLS; c++) {
-    h->ring[c].top = 0;
-    h->ring[c].cap = (uint16_t)run_cap(c);
+    struct hak_ring *r = &h->ring[c];
+    r->max = (uint16_t)_hak_mid_ring_max(c);
+    r->cap = adaptive && r->max / 4 > HAK_RING_MIN_CAP ? r->max / 4 : r->max;
+    r->top = r->dry = 0;
+    _hak_tls.credit[c] = INT64_MIN / 2;          /* mid frees skip the Tiny lists */
   }
+}
+
+/* Bytes of ring state a thread carries (the seeds' "TLS KB per thread"). */
+size_t _hak_mid_ring_bytes(void) {
+  size_t slots = 0;
+  for (unsigned c = HAK_NTINY; c < HAK_NCLS; c++) slots += build_cap(c);
+  return slots * sizeof(void *) + (HAK_NCLS - HAK_NTINY) * sizeof(struct hak_ring);
 }
 
 /* Links items[0..n) into a chain (word 0) and returns it to the slabs. */
@@ -52,50 +85,54 @@ static void ring_return(struct hak_heap *h, unsigned c, void **items, unsigned n
   _hak_slab_return(h, c, items[0]);
 }
 
-/* HAK_SLOW for the mid tiers: both tiers' allocations land here. */
+/* HAK_SLOW: the ring of class c is empty (or the thread has no heap yet). */
 void *_hak_mid_alloc(unsigned c) {
   struct hak_heap *h = _hak_heap_get();
   if (!h || !h->ring[c].items) { errno = ENOMEM; return NULL; }
   struct hak_ring *r = &h->ring[c];
-  void **b;
-  if (HAK_LIKELY(r->top)) {
-    b = r->items[--r->top];
-    h->stats.hits[c]++;
-  } else {
-    h->stats.misses[c]++;
-    void *chain;
-    unsigned want = HAK_MID_REFILL_BYTES / _hak_classes[c].size;   /* batch bounded in bytes */
-    if (want > r->cap / 2u) want = r->cap / 2u;
-    if (want < 1) want = 1;
-    unsigned n = _hak_slab_take(h, c, want, &chain);
-    if (!n) { errno = ENOMEM; return NULL; }
-    b = chain;
-    for (void **x = b[0]; x; x = x[0]) r->items[r->top++] = x;
+  void **b = hak_ring_pop(h, c);
+  if (b) return b;
+  h->stats.misses[c]++;
+  if (_hak_option(HAK_OPT_RING_ADAPTIVE) && ++r->dry >= HAK_RING_DRY_SHRINK) {
+    r->dry = 0;                                   /* runs dry, never overflows: shrink */
+    if (r->cap / 2 >= HAK_RING_MIN_CAP) r->cap /= 2;
   }
+  void *chain;
+  unsigned want = HAK_MID_REFILL_BYTES / _hak_classes[c].size;   /* batch bounded in bytes */
+  if (want > r->cap / 2u) want = r->cap / 2u;
+  if (want < 1) want = 1;
+  unsigned n = _hak_slab_take(h, c, want, &chain);
+  if (!n) { errno = ENOMEM; return NULL; }
+  b = chain;
+  for (void **x = b[0]; x; x = x[0]) r->items[r->top++] = x;
   b[1] = NULL;
   return b;
 }
 
+/* HAK_SLOW: the ring of class c is full (or the thread has no heap). */
 void _hak_mid_free(void *p, unsigned c) {
   void **b = p;
-  b[1] = (void *)_hak_free_key;
   struct hak_heap *h = _hak_tls.heap;
   if (!h && (_hak_tls.exited || !(h = _hak_heap_get()) || !h->ring[c].items)) {
-    b[0] = NULL;                        /* no front: straight home */
+    b[0] = NULL;                                  /* no front: straight home */
+    b[1] = (void *)_hak_free_key;
     _hak_slab_return(NULL, c, b);
     return;
   }
   struct hak_ring *r = &h->ring[c];
-  if (HAK_UNLIKELY(r->top >= r->cap)) {
-    unsigned n = r->cap - r->cap / 2;   /* the older half, at least one */
-    ring_return(h, c, r->items, n);
-    memmove(r->items, r->items + n, (r->top - n) * sizeof(void *));
-    r->top -= n;
-    r->overflows++;
+  if (r->top >= r->cap) {
     h->stats.spills[c]++;
+    r->dry = 0;
+    if (_hak_option(HAK_OPT_RING_ADAPTIVE) && r->cap < r->max) {
+      r->cap = r->cap * 2 < r->max ? (uint16_t)(r->cap * 2) : r->max;   /* overflowing: grow */
+    } else {
+      unsigned n = r->top - r->top / 2;           /* the older half, at least one */
+      ring_return(h, c, r->items, n);
+      memmove(r->items, r->items + n, (r->top - n) * sizeof(void *));
+      r->top -= n;
+    }
   }
-  r->items[r->top++] = b;
-  h->stats.frees[c]++;
+  hak_ring_push(h, c, b);
 }
 
 void _hak_mid_heap_flush(struct hak_heap *h) {

@@ -29,6 +29,12 @@ static bool parse_word(enum hak_option_id id, const char *s, long *out) {
     if (!strcmp(s, "ignore")) { *out = 1; return true; }
   }
   if (id == HAK_OPT_STATS && !strncmp(s, "json:", 5) && s[5]) { *out = 2; return true; }
+  if (id == HAK_OPT_L2_RING_CAPS || id == HAK_OPT_L25_RING_CAPS) {   /* a list: read by mid.c */
+    for (const char *c = s; *c; c++)
+      if (!(*c == ',' || (*c >= '0' && *c <= '9'))) return false;
+    *out = 1;
+    return true;
+  }
   return false;
 }
 

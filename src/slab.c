@@ -90,8 +90,7 @@ static void collect_remote(struct hak_heap *h, struct hak_slab *s) {
   tail[0] = s->free;
   s->free = chain;
   HAK_ASSERT(n <= s->used);
-  s->used -= n;
-  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, -(int64_t)class_bytes(s->cls, n));
+  s->used -= n;                     /* (bytes_in_use dropped at the remote push) */
   if (h) h->stats.remote_collects++;
 }
 
@@ -245,6 +244,7 @@ static void remote_push(struct hak_heap *h, struct hak_slab *s, void **head, voi
   void *old = atomic_load_explicit(&s->xremote, memory_order_relaxed);
   do { tail[0] = old; } while (!atomic_compare_exchange_weak(&s->xremote, &old, head));
   if (atomic_load(&s->xlisted) == 0 && atomic_exchange(&s->xlisted, 1) == 0) partial_push(s);
+  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, -(int64_t)class_bytes(s->cls, n));
   if (h) h->stats.remote_frees += n;
 }
 

@@ -36,7 +36,7 @@ static void stats_add(struct hak_stats *dst, const struct hak_stats *src) {
 /* The fast-path counts live in this thread's TLS (FAST_STATS builds). */
 static void take_fast_counts(struct hak_stats *st) {
 #if HAK_FAST_STATS
-  for (unsigned c = 0; c < HAK_NTINY; c++) {
+  for (unsigned c = 0; c < HAK_NCLS; c++) {
     st->hits[c] += _hak_tls.fast_hits[c];
     st->frees[c] += _hak_tls.fast_frees[c];
     _hak_tls.fast_hits[c] = _hak_tls.fast_frees[c] = 0;
