@@ -98,7 +98,8 @@ HAK_API void *hak_realloc(void *p, size_t n) {
     old = _hak_classes[c].size;
     if (n <= old && n >= old / 2) return p;       /* fits, not too wasteful */
   } else if ((old = _hak_large_usable(p)) != 0) {
-    if (n > HAK_MID_MAX) return _hak_large_realloc(p, n);
+    void *q = n > HAK_MID_MAX ? _hak_large_realloc(p, n) : NULL;
+    if (q) return q;
   } else {
     return _hak_guard_foreign_realloc(p, n, "realloc");
   }

@@ -355,7 +355,7 @@ size_t _hak_mid_ring_bytes(void);
 void  *_hak_large_alloc(size_t n, size_t align, bool zero);
 bool   _hak_large_free(void *p, const char *call);    /* false: not a large block */
 size_t _hak_large_usable(const void *p);              /* 0: not a large block */
-void  *_hak_large_realloc(void *p, size_t n);         /* p must be large       */
+void  *_hak_large_realloc(void *p, size_t n);         /* NULL: move it yourself */
 size_t _hak_large_trim(void);
 bool   _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
 void   _hak_large_fork_prepare(void);

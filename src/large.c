@@ -1,8 +1,10 @@
 /* large.c — Large blocks (> 1 MiB, or alignments no class can give): one
  * mapping per block, page aligned, its metadata out of band in a hash table
  * keyed by the block address (the ownership map of this tier: O(1), never
- * touching the block). Freed mappings are kept in a small cache bounded in
- * bytes (HAKMEM_LARGE_CACHE_MB) for reuse; realloc moves them with mremap. */
+ * touching the block). Freed blocks stay resident in a cache of page ranges
+ * bounded in bytes (HAKMEM_LARGE_CACHE_MB): a new block is cut from the best
+ * fitting range and a growing realloc extends into the range after it, so
+ * reuse costs no page faults; with nothing cached, realloc moves by mremap. */
 #include "hakmem_internal.h"
 
 #include <errno.h>
@@ -14,7 +16,7 @@ static hak_lock_t large_lock;
 static struct large_entry *table;
 static size_t table_cap, table_count;
 
-#define HAK_LARGE_CACHE_SLOTS 16
+#define HAK_LARGE_CACHE_SLOTS 32
 static struct large_entry cache[HAK_LARGE_CACHE_SLOTS];
 static unsigned cache_count;
 static size_t cache_bytes;
@@ -74,20 +76,36 @@ static struct hak_stats *thread_stats(void) {
   return _hak_tls.heap ? &_hak_tls.heap->stats : NULL;
 }
 
-/* A cached mapping that fits bytes at align without wasting more than a
- * quarter; lock held. */
-static bool cache_take(size_t bytes, size_t align, struct large_entry *out) {
-  for (unsigned i = 0; i < cache_count; i++) {
-    struct large_entry *e = &cache[i];
-    if (e->bytes >= bytes && e->bytes - bytes <= bytes / 4 && (e->addr & (align - 1)) == 0) {
-      *out = *e;
-      cache[i] = cache[--cache_count];
-      cache_bytes -= out->bytes;
-      atomic_fetch_sub(&_hak_gauges.bytes_large_cached, (int64_t)out->bytes);
-      return true;
-    }
-  }
-  return false;
+/* The cache holds resident page ranges (freed blocks, their tails, split
+ * remainders), oldest first. Lock held for all of these. */
+static void cache_drop(unsigned i) {
+  memmove(&cache[i], &cache[i + 1], (--cache_count - i) * sizeof cache[0]);
+}
+
+/* The head bytes of entry i leave the cache; the rest stays. */
+static struct large_entry cache_cut(unsigned i, size_t bytes) {
+  struct large_entry out = { cache[i].addr, bytes };
+  if (cache[i].bytes > bytes) { cache[i].addr += bytes; cache[i].bytes -= bytes; }
+  else cache_drop(i);
+  cache_bytes -= bytes;
+  atomic_fetch_sub(&_hak_gauges.bytes_large_cached, (int64_t)bytes);
+  return out;
+}
+
+/* The smallest entry with at least bytes at an address aligned to align. */
+static int cache_best_fit(size_t bytes, size_t align) {
+  int best = -1;
+  for (unsigned i = 0; i < cache_count; i++)
+    if (cache[i].bytes >= bytes && (cache[i].addr & (align - 1)) == 0 &&
+        (best < 0 || cache[i].bytes < cache[best].bytes))
+      best = (int)i;
+  return best;
+}
+
+static int cache_find_at(uintptr_t addr, size_t bytes) {
+  for (unsigned i = 0; i < cache_count; i++)
+    if (cache[i].addr == addr && cache[i].bytes >= bytes) return (int)i;
+  return -1;
 }
 
 static void unmap_block(uintptr_t addr, size_t bytes) {
@@ -95,22 +113,30 @@ static void unmap_block(uintptr_t addr, size_t bytes) {
   _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, -(int64_t)bytes);
 }
 
-/* Keeps a freed mapping when it fits the byte bound, evicting the oldest;
- * lock held. Returns false when the caller must unmap it. */
-static bool cache_put(uintptr_t addr, size_t bytes) {
+/* Keeps a freed range when it fits the byte bound, evicting the oldest;
+ * else unmaps it. Adjacent cached ranges merge with it, so fragments of one
+ * block come back together. */
+static void cache_put(uintptr_t addr, size_t bytes) {
   size_t bound = (size_t)_hak_option(HAK_OPT_LARGE_CACHE_MB) << 20;
-  if (bytes > bound) return false;
+  for (unsigned i = 0; i < cache_count;) {
+    struct large_entry *r = &cache[i];
+    if (r->addr + r->bytes == addr || addr + bytes == r->addr) {
+      struct large_entry m = cache_cut(i, r->bytes);
+      if (m.addr < addr) addr = m.addr;
+      bytes += m.bytes;
+      i = 0;                                      /* the merged range may touch another */
+    } else {
+      i++;
+    }
+  }
+  if (bytes > bound) { unmap_block(addr, bytes); return; }
   while (cache_count && (cache_count == HAK_LARGE_CACHE_SLOTS || cache_bytes + bytes > bound)) {
-    struct large_entry old = cache[0];
-    memmove(cache, cache + 1, --cache_count * sizeof cache[0]);
-    cache_bytes -= old.bytes;
-    atomic_fetch_sub(&_hak_gauges.bytes_large_cached, (int64_t)old.bytes);
+    struct large_entry old = cache_cut(0, cache[0].bytes);
     unmap_block(old.addr, old.bytes);
   }
   cache[cache_count++] = (struct large_entry){ addr, bytes };
   cache_bytes += bytes;
   atomic_fetch_add(&_hak_gauges.bytes_large_cached, (int64_t)bytes);
-  return true;
 }
 
 void *_hak_large_alloc(size_t n, size_t align, bool zero) {
@@ -119,7 +145,9 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   if (bytes < n || bytes > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   struct large_entry e;
   hak_lock(&large_lock);
-  bool cached = cache_take(bytes, align, &e);
+  int i = cache_best_fit(bytes, align);
+  bool cached = i >= 0;
+  if (cached) e = cache_cut((unsigned)i, bytes);
   hak_unlock(&large_lock);
   if (!cached) {
     void *p = _hak_os_map_aligned(bytes, align);
@@ -159,9 +187,8 @@ bool _hak_large_free(void *p, const char *call) {
   }
   size_t bytes = e->bytes;
   table_remove(e);
-  bool kept = cache_put(a, bytes);
+  cache_put(a, bytes);
   hak_unlock(&large_lock);
-  if (!kept) unmap_block(a, bytes);
   _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, -(int64_t)bytes);
   _hak_gauge_add(&_hak_gauges.bytes_large, &_hak_gauges.bytes_large_peak, -(int64_t)bytes);
   struct hak_stats *st = thread_stats();
@@ -177,25 +204,40 @@ size_t _hak_large_usable(const void *p) {
   return bytes;
 }
 
-/* p is a live Large block; n > HAK_MID_MAX. Grows or shrinks with mremap. */
+/* p is a live Large block; n > HAK_MID_MAX. A shrink leaves the tail in the
+ * cache. A growth extends in place into a cached range right after the
+ * block; else, when no cached range could take the whole block (a copy into
+ * resident pages is cheaper than faulting in a fresh tail), mremap moves it.
+ * NULL: the caller moves the block itself (allocate, copy, free). */
 void *_hak_large_realloc(void *p, size_t n) {
   size_t bytes = (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1);
-  if (bytes < n || bytes > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+  if (bytes < n || bytes > PTRDIFF_MAX) return NULL;
   hak_lock(&large_lock);
   struct large_entry *e = table_find((uintptr_t)p);
   size_t old = e->bytes;
-  if (old == bytes) { hak_unlock(&large_lock); return p; }
-  void *q = _hak_os_remap(p, old, bytes);
-  if (!q) { hak_unlock(&large_lock); errno = ENOMEM; return NULL; }
-  table_remove(e);
-  table_insert((uintptr_t)q, bytes);       /* cannot fail: a slot was just freed */
+  void *q = p;
+  int i;
+  if (bytes < old) {
+    e->bytes = bytes;
+    cache_put((uintptr_t)p + bytes, old - bytes);
+  } else if (bytes > old && (i = cache_find_at((uintptr_t)p + old, bytes - old)) >= 0) {
+    cache_cut((unsigned)i, bytes - old);
+    e->bytes = bytes;
+  } else if (bytes > old) {
+    q = cache_best_fit(bytes, HAK_PAGE) < 0 ? _hak_os_remap(p, old, bytes) : NULL;
+    if (q) {
+      table_remove(e);
+      table_insert((uintptr_t)q, bytes);     /* cannot fail: a slot was just freed */
+      _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, (int64_t)(bytes - old));
+    }
+  }
   hak_unlock(&large_lock);
+  if (!q) return NULL;
   int64_t delta = (int64_t)bytes - (int64_t)old;
-  _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, delta);
   _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, delta);
   _hak_gauge_add(&_hak_gauges.bytes_large, &_hak_gauges.bytes_large_peak, delta);
   struct hak_stats *st = thread_stats();
-  if (st) st->large_remaps++;
+  if (st && q != p) st->large_remaps++;
   return q;
 }
 
@@ -214,14 +256,14 @@ bool _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
   return found;
 }
 
-/* Unmaps every cached mapping; returns the bytes released. */
+/* Unmaps every cached range; returns the bytes released. */
 size_t _hak_large_trim(void) {
   hak_lock(&large_lock);
   size_t released = cache_bytes;
-  for (unsigned i = 0; i < cache_count; i++) unmap_block(cache[i].addr, cache[i].bytes);
-  atomic_fetch_sub(&_hak_gauges.bytes_large_cached, (int64_t)cache_bytes);
-  cache_count = 0;
-  cache_bytes = 0;
+  while (cache_count) {
+    struct large_entry r = cache_cut(0, cache[0].bytes);
+    unmap_block(r.addr, r.bytes);
+  }
   hak_unlock(&large_lock);
   return released;
 }
