@@ -109,7 +109,7 @@ extern struct hak_map _hak_map;
 /* ---- slabs --------------------------------------------------------------- */
 /* One slab: a run of blocks of one class, owned by at most one heap.
  * Invariants (checked by _hak_slab_check in debug builds):
- *   carved <= capacity; used <= carved;
+ *   carved <= capacity; used <= carved; nfree == |free|;
  *   used + |free| + |xremote| == carved  (used counts blocks handed to a
  *   thread front or the program);
  *   every block on free/xremote is a block start inside this slab;
@@ -121,11 +121,14 @@ struct hak_heap;
 struct hak_superslab;
 struct hak_slab {
   void *free;                        /* local free list (owner or pool lock)  */
-  _Atomic(void *) xremote;           /* frees by other threads (MPSC stack)    */
+  _Atomic uintptr_t xremote;         /* frees by other threads (MPSC stack):
+                                        the head's address in the low 48 bits,
+                                        the stack's length in the high 16      */
   _Atomic(struct hak_heap *) xowner; /* owning heap, NULL when ownerless       */
   _Atomic uint32_t xlisted;          /* 0: ownerless and not on the shared list:
                                         the next remote free must list it      */
   uint32_t used;                     /* blocks out of the slab                 */
+  uint32_t nfree;                    /* blocks on free                         */
   uint32_t carved;                   /* blocks carved so far (bump pointer)    */
   uint32_t capacity;                 /* blocks in the slab                     */
   uint16_t cls;
@@ -135,6 +138,10 @@ struct hak_slab {
   struct hak_slab *next;             /* shared partial list / SuperSlab free   */
   struct hak_superslab *ss;
 };
+
+#define HAK_REMOTE_SHIFT 48             /* class regions lie below 2^48 */
+#define HAK_REMOTE_HEAD(x) ((void **)((x) & ((1ull << HAK_REMOTE_SHIFT) - 1)))
+#define HAK_REMOTE_COUNT(x) ((uint32_t)((x) >> HAK_REMOTE_SHIFT))
 
 /* ---- SuperSlabs and regions ------------------------------------------- */
 /* A SuperSlab is ss_bytes of one class region, mapped at once and carved into

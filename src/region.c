@@ -169,6 +169,7 @@ void _hak_region_release_slab(struct hak_slab *s) {
   HAK_ASSERT(s->state == HAK_SLAB_ACTIVE && s->used == 0);
   s->state = HAK_SLAB_FREE;
   s->free = NULL;
+  s->nfree = 0;
   s->carved = 0;
   s->next = ss->free_list;
   ss->free_list = s;

@@ -80,30 +80,43 @@ static inline uint64_t class_bytes(unsigned c, uint64_t blocks) {
   return blocks * _hak_classes[c].size;
 }
 
-/* Takes the remote free list in one exchange and makes it the local list. */
+/* Takes the remote free list and its length in one exchange and puts it on
+ * the local list: no walk when the local list is empty. */
 static void collect_remote(struct hak_heap *h, struct hak_slab *s) {
-  void *chain = atomic_exchange_explicit(&s->xremote, NULL, memory_order_acquire);
+  uintptr_t x = atomic_exchange_explicit(&s->xremote, 0, memory_order_acquire);
+  void **chain = HAK_REMOTE_HEAD(x);
   if (!chain) return;
-  uint32_t n = 1;
-  void **tail = chain;
-  while (tail[0]) { tail = tail[0]; n++; }
-  tail[0] = s->free;
+  uint32_t n = HAK_REMOTE_COUNT(x);
+  if (s->free) {
+    void **tail = chain;
+    while (tail[0]) tail = tail[0];
+    tail[0] = s->free;
+  }
   s->free = chain;
+  s->nfree += n;
   HAK_ASSERT(n <= s->used);
   s->used -= n;                     /* (bytes_in_use dropped at the remote push) */
   if (h) h->stats.remote_collects++;
 }
 
 /* Moves up to want blocks of s onto *list: local free list, then remote
- * frees, then uncarved blocks. Every block leaves with word 1 = free key. */
+ * frees, then uncarved blocks. Every block leaves with word 1 = free key.
+ * A whole local list that fits goes in one step, without a walk. */
 static unsigned slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, void **list) {
   unsigned n = 0;
   if (!s->free && atomic_load_explicit(&s->xremote, memory_order_relaxed)) collect_remote(h, s);
+  if (!*list && s->free && s->nfree <= want) {
+    *list = s->free;
+    n = s->nfree;
+    s->free = NULL;
+    s->nfree = 0;
+  }
   while (n < want && s->free) {
     void **b = s->free;
     s->free = b[0];
     b[0] = *list;
     *list = b;
+    s->nfree--;
     n++;
   }
   const uint32_t size = _hak_classes[s->cls].size;
@@ -177,9 +190,10 @@ struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool *adopted
   hak_unlock(&pool->lock);
   if (!s) return NULL;
   s->free = NULL;
+  s->nfree = 0;
   s->carved = 0;
   s->used = 0;
-  atomic_store_explicit(&s->xremote, NULL, memory_order_relaxed);
+  atomic_store_explicit(&s->xremote, 0, memory_order_relaxed);
   atomic_store_explicit(&s->xlisted, 1, memory_order_relaxed);
   atomic_store(&s->xowner, h);
   *adopted = false;
@@ -241,8 +255,11 @@ unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, void **cha
 /* Pushes the chain head..tail (n blocks of s) onto s's remote list, and lists
  * s in the shared pool if it was ownerless and unlisted. */
 static void remote_push(struct hak_heap *h, struct hak_slab *s, void **head, void **tail, unsigned n) {
-  void *old = atomic_load_explicit(&s->xremote, memory_order_relaxed);
-  do { tail[0] = old; } while (!atomic_compare_exchange_weak(&s->xremote, &old, head));
+  uintptr_t old = atomic_load_explicit(&s->xremote, memory_order_relaxed), x;
+  do {
+    tail[0] = HAK_REMOTE_HEAD(old);
+    x = (uintptr_t)head | (uintptr_t)(HAK_REMOTE_COUNT(old) + n) << HAK_REMOTE_SHIFT;
+  } while (!atomic_compare_exchange_weak(&s->xremote, &old, x));
   if (atomic_load(&s->xlisted) == 0 && atomic_exchange(&s->xlisted, 1) == 0) partial_push(s);
   _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, -(int64_t)class_bytes(s->cls, n));
   if (h) h->stats.remote_frees += n;
@@ -262,6 +279,7 @@ void _hak_slab_return(struct hak_heap *h, unsigned c, void *chain) {
     if (h && atomic_load_explicit(&s->xowner, memory_order_relaxed) == h) {
       tail[0] = s->free;
       s->free = head;
+      s->nfree += n;
       HAK_ASSERT(n <= s->used);
       s->used -= n;
       _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, -(int64_t)class_bytes(c, n));
@@ -322,7 +340,7 @@ void _hak_slab_check(const struct hak_slab *s) {
     HAK_ASSERT(((uintptr_t)b - s->start) % k->size == 0);
     HAK_ASSERT(++nfree <= s->carved);
   }
-  HAK_ASSERT(s->used + nfree <= s->carved);
+  HAK_ASSERT(nfree == s->nfree && s->used + nfree <= s->carved);
 }
 
 void _hak_slab_fork_prepare(void) { for (unsigned c = 0; c < HAK_NCLS; c++) hak_lock(&_hak_pools[c].lock); }

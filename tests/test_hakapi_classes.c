@@ -12,6 +12,7 @@ static void check_geometry(void) {
     CHECKF(k->slab_bytes % HAK_PAGE == 0, "C%u slab %u not whole pages", c, k->slab_bytes);
     CHECKF(k->slab_bytes == k->slab_blocks * k->size, "C%u slab not whole blocks", c);
     CHECKF(k->slab_blocks >= 4 && k->ss_slabs >= 1 && k->ss_slabs <= 255, "C%u geometry", c);
+    CHECKF(k->slab_blocks < (1u << (64 - HAK_REMOTE_SHIFT)), "C%u: remote counts overflow", c);
     CHECKF(k->ss_bytes == (uint64_t)k->ss_slabs * k->slab_bytes, "C%u SuperSlab bytes", c);
     CHECKF(HAK_REGION_BYTES / k->ss_bytes >= 64, "C%u: a region holds few SuperSlabs", c);
     if (c) CHECKF(k->size > _hak_classes[c - 1].size, "C%u sizes not increasing", c);
