@@ -85,10 +85,10 @@ tests: lib $(TEST_BINS) $(TEST_CXX_BINS) $(PLAIN_BINS) $(PLAIN_CXX_BINS) benches
 
 # Tests link the shared library (the -lhakmem path); tests named test_hakapi_* link
 # the static one and use only the hak_ API (that is what the TSan build runs).
-$(BUILD)/tests/test_hakapi_%: tests/test_hakapi_%.c $(BUILD)/libhakmem.a tests/testing.h
+$(BUILD)/tests/test_hakapi_%: tests/test_hakapi_%.c $(BUILD)/libhakmem.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_TEST) $< -o $@ $(BUILD)/libhakmem.a -lpthread
-$(BUILD)/tests/test_%: tests/test_%.c $(BUILD)/libhakmem.so tests/testing.h
+$(BUILD)/tests/test_%: tests/test_%.c $(BUILD)/libhakmem.so $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_TEST) $< -o $@ -L$(BUILD) -Wl,-rpath,'$$ORIGIN/..' -lhakmem -lpthread -ldl
 # plain_* programs never link hakmem: script tests run them with and without LD_PRELOAD.

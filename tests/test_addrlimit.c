@@ -1,0 +1,162 @@
+/* Out of memory under an address-space limit: in a child with RLIMIT_AS set to
+ * its current size + 256 MiB, each kind of allocation is repeated until it
+ * returns NULL, which must come with errno ENOMEM and never a crash. After
+ * freeing everything, the same kind of allocation works again. Each phase
+ * runs in its own child, so phases do not share the limit. */
+#include "testing.h"
+#include "proc_status.h"
+#include <errno.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define KiB ((size_t)1024)
+#define MiB (1024 * KiB)
+#define HEADROOM (256 * MiB)
+
+enum how { BY_MALLOC, BY_CALLOC, BY_MEMALIGN };
+
+struct phase {
+    const char *name;
+    enum how how;
+    size_t size;        /* 0: cycle through tiny sizes 16..2048 */
+    size_t align;       /* BY_MEMALIGN only */
+};
+
+static const struct phase phases[] = {
+    { "tiny 64 B", BY_MALLOC, 64, 0 },
+    { "tiny 16..2048 B", BY_MALLOC, 0, 0 },
+    { "mid 8 KiB", BY_MALLOC, 8 * KiB, 0 },
+    { "calloc 100 KiB", BY_CALLOC, 100 * KiB, 0 },
+    { "1 MiB", BY_MALLOC, MiB, 0 },
+    { "64 MiB", BY_MALLOC, 64 * MiB, 0 },
+    { "posix_memalign 64 KiB-aligned 5000 B", BY_MEMALIGN, 5000, 64 * KiB },
+};
+
+static size_t phase_size(const struct phase *ph, size_t i) { return ph->size ? ph->size : 16 + (i * 37) % 2033; }
+
+static void *allocate(const struct phase *ph, size_t size)
+{
+    void *p = NULL;
+    switch (ph->how) {
+    case BY_MALLOC: return malloc(size);
+    case BY_CALLOC: return calloc(1, size);
+    case BY_MEMALIGN: {
+        int rc = posix_memalign(&p, ph->align, size);
+        errno = rc;              /* posix_memalign reports through its result */
+        return rc ? NULL : p;
+    }
+    }
+    return NULL;
+}
+
+/* Allocates until NULL, chaining the blocks through their first word;
+ * returns the chain, and in *bytes the space obtained (an aligned block
+ * counts as at least its alignment). */
+static void *fill_until_null(const struct phase *ph, size_t *bytes)
+{
+    void *head = NULL;
+    *bytes = 0;
+    for (size_t i = 0;; i++) {
+        size_t size = phase_size(ph, i);
+        errno = 0;
+        char *p = allocate(ph, size);
+        if (!p) {
+            int err = errno;
+            CHECKF(err == ENOMEM, "%s: NULL after %zu bytes with errno %d, not ENOMEM", ph->name, *bytes, err);
+            return head;
+        }
+        if (ph->how == BY_CALLOC)
+            CHECKF(p[0] == 0 && p[size / 2] == 0 && p[size - 1] == 0, "%s: calloc memory not zero", ph->name);
+        p[size - 1] = 1;
+        memcpy(p, &head, sizeof head);
+        head = p;
+        *bytes += size > ph->align ? size : ph->align;
+    }
+}
+
+static void free_chain(void *head)
+{
+    while (head) {
+        void *next;
+        memcpy(&next, head, sizeof next);
+        free(head);
+        head = next;
+    }
+}
+
+static void run_phase(const struct phase *ph)
+{
+    size_t first, again;
+    free_chain(fill_until_null(ph, &first));
+    CHECKF(first >= HEADROOM / 4, "%s: only %zu bytes before NULL (limit leaves %zu)", ph->name, first, HEADROOM);
+    free_chain(fill_until_null(ph, &again));
+    CHECKF(again >= first / 2, "%s: after freeing, only %zu bytes again (first time %zu)", ph->name, again, first);
+    void *p = malloc(100);
+    CHECKF(p != NULL, "%s: malloc(100) fails after freeing everything", ph->name);
+    free(p);
+}
+
+/* One block grows by realloc until NULL; the block must survive the failure. */
+static void run_realloc_growth(void)
+{
+    size_t size = MiB;
+    unsigned char *p = malloc(size);
+    if (!p) { CHECKF(0, "realloc growth: malloc(1 MiB) failed"); return; }
+    memset(p, 0x5A, size);
+    for (;;) {
+        size_t next = size + size / 2;
+        errno = 0;
+        unsigned char *q = realloc(p, next);
+        if (!q) {
+            CHECKF(errno == ENOMEM, "realloc growth: NULL at %zu bytes with errno %d", next, errno);
+            break;
+        }
+        CHECKF(q[0] == 0x5A && q[size - 1] == 0x5A, "realloc growth: contents lost at %zu bytes", size);
+        memset(q + size, 0x5A, next - size);
+        p = q;
+        size = next;
+    }
+    CHECKF(p[0] == 0x5A && p[size - 1] == 0x5A, "realloc growth: block damaged by the failed realloc");
+    CHECKF(size >= HEADROOM / 4, "realloc growth: NULL already at %zu bytes", size);
+    free(p);
+    p = malloc(size / 2);
+    CHECKF(p != NULL, "realloc growth: malloc(%zu) fails after freeing", size / 2);
+    free(p);
+}
+
+static void limit_address_space(void)
+{
+    long vm_kib = proc_status_kib("VmSize");
+    struct rlimit lim;
+    lim.rlim_cur = lim.rlim_max = (rlim_t)vm_kib * 1024 + HEADROOM;
+    if (vm_kib <= 0 || setrlimit(RLIMIT_AS, &lim) != 0) { perror("setrlimit"); _exit(3); }
+}
+
+/* Runs one phase (or the realloc growth, ph == NULL) in a limited child. */
+static void in_child(const struct phase *ph)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(120);
+        test_failures = 0;
+        limit_address_space();
+        if (ph) run_phase(ph);
+        else run_realloc_growth();
+        _exit(test_failures ? 1 : 0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    const char *name = ph ? ph->name : "realloc growth";
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: child %s %d", name,
+           WIFSIGNALED(status) ? "killed by signal" : "exited with",
+           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+}
+
+int main(void)
+{
+    for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++) in_child(&phases[i]);
+    in_child(NULL);
+    TEST_END();
+}

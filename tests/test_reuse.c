@@ -1,0 +1,146 @@
+/* Freed memory is reused: a steady workload's RSS stops growing.
+ *  - the same working set of every tier (about 100 MB) is allocated and freed
+ *    100 times, in a different order each time;
+ *  - a window of blocks is renewed one block at a time (free, then malloc
+ *    of the same size), in a different order each pass;
+ *  - 64 MiB blocks are allocated, touched and freed 20 times, first all of the
+ *    same size, then each a little larger.
+ * RSS at the end must stay within a small margin of RSS after the warm-up. */
+#include "testing.h"
+#include "proc_status.h"
+#include <stdint.h>
+
+#define KiB ((size_t)1024)
+#define MiB (1024 * KiB)
+#define WORKING_SET 2000
+#define WINDOW 4000
+#define ROUNDS 100
+#define WARM_ROUNDS 10
+#define MARGIN_KIB (10 * 1024L)
+
+static uint64_t next_rand(uint64_t *s)
+{
+    *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17;
+    return *s;
+}
+
+/* 80% tiny, 15% L2, 4% L2.5, 1% large. */
+static size_t random_size(uint64_t *rng)
+{
+    uint64_t r = next_rand(rng);
+    unsigned pick = (unsigned)(r % 100);
+    r /= 100;
+    if (pick < 1) return MiB + 1 + r % (3 * MiB);
+    if (pick < 5) return 52 * KiB + 1 + r % (MiB - 52 * KiB);
+    if (pick < 20) return 2 * KiB + 1 + r % (50 * KiB);
+    return 8 + r % (2 * KiB - 7);
+}
+
+/* Writes one byte per page and both ends, so the whole block is resident. */
+static void touch(unsigned char *p, size_t size, unsigned char v)
+{
+    for (size_t i = 0; i < size; i += 4096) p[i] = v;
+    p[size - 1] = v;
+}
+
+static int touched(const unsigned char *p, size_t size, unsigned char v)
+{
+    for (size_t i = 0; i < size; i += 4096)
+        if (p[i] != v) return 0;
+    return p[size - 1] == v;
+}
+
+static void shuffle(size_t *order, size_t n, uint64_t *rng)
+{
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = next_rand(rng) % (i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
+static void check_rss(const char *what, long warm, long end, long margin)
+{
+    fprintf(stderr, "%s: VmRSS %ld KiB after warm-up, %ld KiB at the end\n", what, warm, end);
+    CHECKF(warm > 0 && end <= warm + margin, "%s: RSS grew by %ld KiB (allowed %ld)", what, end - warm, margin);
+}
+
+static void test_working_set(void)
+{
+    static size_t sizes[WORKING_SET], order[WORKING_SET];
+    static unsigned char *blocks[WORKING_SET];
+    uint64_t rng = 12345;
+    for (size_t i = 0; i < WORKING_SET; i++) { sizes[i] = random_size(&rng); order[i] = i; }
+    long warm = 0;
+    int bad = 0;
+    for (int round = 1; round <= ROUNDS; round++) {
+        shuffle(order, WORKING_SET, &rng);
+        for (size_t i = 0; i < WORKING_SET; i++) {
+            size_t k = order[i];
+            blocks[k] = malloc(sizes[k]);
+            if (blocks[k]) touch(blocks[k], sizes[k], (unsigned char)(k + round));
+            else bad++;
+        }
+        shuffle(order, WORKING_SET, &rng);
+        for (size_t i = 0; i < WORKING_SET; i++) {
+            size_t k = order[i];
+            if (blocks[k]) bad += !touched(blocks[k], sizes[k], (unsigned char)(k + round));
+            free(blocks[k]);
+        }
+        if (round == WARM_ROUNDS) warm = proc_status_kib("VmRSS");
+    }
+    CHECKF(bad == 0, "working set: %d blocks failed or were damaged", bad);
+    check_rss("working set", warm, proc_status_kib("VmRSS"), MARGIN_KIB);
+}
+
+/* Each pass replaces every block once, in a new order: the block is freed
+ * and one of the same size allocated, so the bytes in use stay constant. */
+static void test_window(void)
+{
+    static unsigned char *slots[WINDOW];
+    static size_t sizes[WINDOW], order[WINDOW];
+    uint64_t rng = 777;
+    for (size_t i = 0; i < WINDOW; i++) { sizes[i] = random_size(&rng); order[i] = i; }
+    long warm = 0;
+    int bad = 0;
+    for (int pass = 1; pass <= ROUNDS; pass++) {
+        shuffle(order, WINDOW, &rng);
+        for (size_t j = 0; j < WINDOW; j++) {
+            size_t i = order[j];
+            if (slots[i]) bad += !touched(slots[i], sizes[i], (unsigned char)(i + pass - 1));
+            free(slots[i]);
+            slots[i] = malloc(sizes[i]);
+            if (slots[i]) touch(slots[i], sizes[i], (unsigned char)(i + pass));
+            else bad++;
+        }
+        if (pass == WARM_ROUNDS) warm = proc_status_kib("VmRSS");
+    }
+    long end = proc_status_kib("VmRSS");
+    for (size_t i = 0; i < WINDOW; i++) free(slots[i]);
+    CHECKF(bad == 0, "window: %d blocks failed or were damaged", bad);
+    check_rss("sliding window", warm, end, MARGIN_KIB);
+}
+
+/* 20 blocks of `size + i * step`, each touched and freed before the next. */
+static void large_rounds(const char *what, size_t size, size_t step, long margin_kib)
+{
+    long before = proc_status_kib("VmRSS");
+    for (size_t i = 0; i < 20; i++) {
+        size_t n = size + i * step;
+        unsigned char *p = malloc(n);
+        CHECKF(p != NULL, "%s: malloc(%zu) failed", what, n);
+        if (!p) continue;
+        touch(p, n, 1);
+        free(p);
+    }
+    check_rss(what, before, proc_status_kib("VmRSS"), margin_kib);
+}
+
+int main(void)
+{
+    test_working_set();
+    test_window();
+    large_rounds("20 x 64 MiB", 64 * MiB, 0, 80 * 1024L);
+    large_rounds("20 x 64 MiB growing", 64 * MiB, MiB, 256 * 1024L);
+    TEST_END();
+}
