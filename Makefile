@@ -71,7 +71,9 @@ $(BUILD)/libhakmem.a: $(LIB_OBJS)
 	ar rcs $@ $(LIB_OBJS)
 
 # ---- tests --------------------------------------------------------------
+# Tests that look inside (test_hakapi_*) see the library's build settings.
 CFLAGS_TEST := -std=gnu11 -D_GNU_SOURCE -O1 -g $(WARN) -Wno-missing-prototypes -Iinclude -Isrc $(SANFLAGS) \
+  -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) -DHAK_FAST_STATS=$(FAST_STATS) \
   -fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc -fno-builtin-realloc
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)

@@ -25,6 +25,7 @@ static void *route_alloc(size_t n) {
 void *_hak_malloc_slow(size_t n) {
   struct hak_heap *h = _hak_tls.heap;
   if (h) h->stats.malloc_slow++;
+  _hak_purge_tick();
   if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   void *p = route_alloc(n);
   if (HAK_UNLIKELY(!p) && hak_malloc_trim(0)) p = route_alloc(n);
@@ -43,6 +44,7 @@ static int live_class(void *p, const char *call) {
 /* A valid, not-free block the inline free could not take: a full Tiny list
  * (its credit went from 0 to -1), a full ring, or a thread with no heap. */
 void _hak_free_front(void *p, unsigned c) {
+  _hak_purge_tick();
   if (c >= HAK_NTINY) { _hak_mid_free(p, c); return; }
   _hak_tls.credit[c] = 0;
   _hak_tiny_free_slow(p, c);
@@ -53,6 +55,7 @@ void _hak_free_slow(void *p, const char *call) {
   if (!p) return;
   struct hak_heap *h = _hak_tls.heap;
   if (h) h->stats.free_slow++;
+  _hak_purge_tick();
   int c = live_class(p, call);
   if (c >= 0) {
     if (c < HAK_NTINY) _hak_tiny_free_slow(p, (unsigned)c);
@@ -179,7 +182,7 @@ HAK_API int hak_malloc_trim(size_t pad) {
       if (h->cur[c]) { _hak_slab_detach(h, h->cur[c]); h->cur[c] = NULL; }
     }
   }
-  size_t released = _hak_slab_trim() + _hak_large_trim();
+  size_t released = _hak_slab_purge(true) + _hak_large_trim();
   return released > 0;
 }
 

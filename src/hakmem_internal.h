@@ -134,6 +134,8 @@ struct hak_slab {
   uint16_t cls;
   uint8_t  state;                    /* enum hak_slab_state (pool lock)        */
   uint8_t  index;                    /* index in its SuperSlab                 */
+  uint8_t  dirty;                    /* FREE, pages maybe resident (pool lock) */
+  uint32_t freed_ms;                 /* when it became FREE (pool lock)        */
   uintptr_t start;                   /* first block                            */
   struct hak_slab *next;             /* shared partial list / SuperSlab free   */
   struct hak_superslab *ss;
@@ -147,8 +149,17 @@ struct hak_slab {
 /* A SuperSlab is ss_bytes of one class region, mapped at once and carved into
  * slabs. Its header lives out of line (the region directory finds it in
  * O(1)), so blocks tile the region without gaps.
+ * Lifecycle (changed on slow paths only, pool lock): HOT serves new slabs;
+ * DRAINING has at least HAK_SS_DRAIN_FREE of its slabs free and gets no new
+ * slab while a HOT one of its class can give one, so it empties; EMPTY has
+ * every slab free. Free slabs are purged (pages back to the OS) after
+ * HAKMEM_PURGE_DELAY_MS; EMPTY SuperSlabs beyond HAKMEM_EMPTY_KEEP are
+ * unmapped when they sit at the top of their region.
  * Invariants: free_slabs == number of slabs with state FREE;
- * state == EMPTY <=> free_slabs == nslabs. */
+ * state == EMPTY <=> free_slabs == nslabs;
+ * state == DRAINING => free_slabs * HAK_SS_DRAIN_DEN >= nslabs * HAK_SS_DRAIN_NUM. */
+#define HAK_SS_DRAIN_NUM 3
+#define HAK_SS_DRAIN_DEN 4
 enum hak_ss_state { HAK_SS_HOT = 0, HAK_SS_DRAINING = 1, HAK_SS_EMPTY = 2, HAK_SS_NSTATES = 3 };
 struct hak_superslab {
   uintptr_t base;
@@ -160,9 +171,6 @@ struct hak_superslab {
   uint8_t  state;                    /* enum hak_ss_state (pool lock)          */
   uint8_t  on_hot_list;              /* pool lock                              */
   struct hak_superslab *next_hot;    /* class's list of SuperSlabs with free slabs */
-  /* Lifecycle bookkeeping owned by the purge logic (pool lock). */
-  uint64_t empty_since_ns;
-  uint32_t purged;
   struct hak_slab *free_list;        /* free slabs, linked by next (pool lock) */
   struct hak_slab slabs[];
 };
@@ -317,6 +325,7 @@ void   _hak_os_purge(void *p, size_t bytes);     /* give pages back, keep range 
 void  *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes);
 void  *_hak_os_meta_alloc(size_t bytes);          /* zeroed, never freed      */
 uint64_t _hak_os_now_ns(void);
+uint32_t _hak_os_now_ms(void);                    /* coarse, cheap            */
 void   _hak_os_fork_prepare(void);
 void   _hak_os_fork_parent(void);
 void   _hak_os_fork_child(void);
@@ -326,6 +335,7 @@ struct hak_slab *_hak_region_slab_of(uintptr_t a, unsigned cls);
 struct hak_slab *_hak_region_fresh_slab(unsigned cls);      /* pool lock held */
 void   _hak_region_release_slab(struct hak_slab *s);         /* pool lock held */
 size_t _hak_region_shrink(struct hak_region *r);             /* pool lock held */
+void   _hak_region_set_state(struct hak_superslab *ss, unsigned state); /* pool lock held */
 void   _hak_region_prune_hot(struct hak_pool *pool);         /* pool lock held */
 void   _hak_region_init(void);
 
@@ -341,7 +351,8 @@ void     _hak_slab_check(const struct hak_slab *s);
 void     _hak_slab_fork_prepare(void);
 void     _hak_slab_fork_parent(void);
 void     _hak_slab_fork_child(void);
-size_t   _hak_slab_trim(void);
+size_t   _hak_slab_purge(bool force);       /* force: everything, now   */
+void     _hak_purge_tick(void);             /* slow paths call it       */
 
 /* ---- tiny.c ---------------------------------------------------------------- */
 void *_hak_tiny_alloc_slow(unsigned c);
@@ -364,6 +375,7 @@ bool   _hak_large_free(void *p, const char *call);    /* false: not a large bloc
 size_t _hak_large_usable(const void *p);              /* 0: not a large block */
 void  *_hak_large_realloc(void *p, size_t n);         /* NULL: move it yourself */
 size_t _hak_large_trim(void);
+size_t _hak_large_expire(uint32_t now_ms, uint32_t delay_ms);
 bool   _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
 void   _hak_large_fork_prepare(void);
 void   _hak_large_fork_parent(void);
@@ -391,6 +403,8 @@ void   _hak_heaps_visit(hak_heap_visit_fn fn, void *arg); /* registry lock held 
   X(L25_RING_CAPS,    0, 0, 0,     "per-class L2.5 ring capacities, comma-separated (0: the pool's)") \
   X(RING_ADAPTIVE,    0, 0, 1,     "1: rings start at a quarter, grow when they overflow, shrink when barely used") \
   X(LARGE_CACHE_MB,  64, 0, 4096,  "MiB of freed Large mappings kept for reuse") \
+  X(PURGE_DELAY_MS,  50, 0, 60000, "ms a free slab or cached Large range stays resident before it goes back to the OS") \
+  X(EMPTY_KEEP,       1, 0, 64,    "empty SuperSlabs per class kept committed for reuse") \
   X(INVALID_FREE,     0, 0, 1,     "abort: an invalid free aborts; ignore: it is counted and skipped") \
   X(PRINT_OPTIONS,    0, 0, 1,     "1: print this table with current values at start-up")
 

@@ -9,7 +9,7 @@
 
 #include <errno.h>
 
-struct large_entry { uintptr_t addr; size_t bytes; };
+struct large_entry { uintptr_t addr; size_t bytes; uint32_t freed_ms; };
 
 /* Live blocks: open addressing, linear probing, backward-shift deletion. */
 static hak_lock_t large_lock;
@@ -53,7 +53,7 @@ static bool table_insert(uintptr_t addr, size_t bytes) {
   if ((table_count + 1) * 2 > table_cap && !table_grow()) return false;
   size_t i = slot_of(addr, table_cap);
   while (table[i].addr) i = (i + 1) & (table_cap - 1);
-  table[i] = (struct large_entry){ addr, bytes };
+  table[i] = (struct large_entry){ addr, bytes, 0 };
   table_count++;
   return true;
 }
@@ -84,7 +84,7 @@ static void cache_drop(unsigned i) {
 
 /* The head bytes of entry i leave the cache; the rest stays. */
 static struct large_entry cache_cut(unsigned i, size_t bytes) {
-  struct large_entry out = { cache[i].addr, bytes };
+  struct large_entry out = { cache[i].addr, bytes, cache[i].freed_ms };
   if (cache[i].bytes > bytes) { cache[i].addr += bytes; cache[i].bytes -= bytes; }
   else cache_drop(i);
   cache_bytes -= bytes;
@@ -134,7 +134,7 @@ static void cache_put(uintptr_t addr, size_t bytes) {
     struct large_entry old = cache_cut(0, cache[0].bytes);
     unmap_block(old.addr, old.bytes);
   }
-  cache[cache_count++] = (struct large_entry){ addr, bytes };
+  cache[cache_count++] = (struct large_entry){ addr, bytes, _hak_os_now_ms() };
   cache_bytes += bytes;
   atomic_fetch_add(&_hak_gauges.bytes_large_cached, (int64_t)bytes);
 }
@@ -153,7 +153,7 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
     void *p = _hak_os_map_aligned(bytes, align);
     if (!p && _hak_large_trim()) p = _hak_os_map_aligned(bytes, align);   /* out of memory: drop the cache, retry */
     if (!p) { errno = ENOMEM; return NULL; }
-    e = (struct large_entry){ (uintptr_t)p, bytes };
+    e = (struct large_entry){ (uintptr_t)p, bytes, 0 };
     _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, (int64_t)bytes);
   } else if (zero) {
     memset((void *)e.addr, 0, n);
@@ -254,6 +254,20 @@ bool _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
   }
   hak_unlock(&large_lock);
   return found;
+}
+
+/* Unmaps the cached ranges that stayed unused for delay_ms. */
+size_t _hak_large_expire(uint32_t now_ms, uint32_t delay_ms) {
+  size_t released = 0;
+  hak_lock(&large_lock);
+  for (unsigned i = 0; i < cache_count;) {
+    if (now_ms - cache[i].freed_ms < delay_ms) { i++; continue; }
+    struct large_entry r = cache_cut(i, cache[i].bytes);
+    unmap_block(r.addr, r.bytes);
+    released += r.bytes;
+  }
+  hak_unlock(&large_lock);
+  return released;
 }
 
 /* Unmaps every cached range; returns the bytes released. */

@@ -58,6 +58,12 @@ void *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes) {
   return q == MAP_FAILED ? NULL : q;
 }
 
+uint32_t _hak_os_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
+}
+
 uint64_t _hak_os_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

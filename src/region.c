@@ -77,6 +77,7 @@ static struct hak_superslab *region_grow(struct hak_region *r) {
   ss->free_list = NULL;
   for (int i = ss->nslabs - 1; i >= 0; i--) {
     ss->slabs[i].state = HAK_SLAB_FREE;
+    ss->slabs[i].dirty = 0;
     ss->slabs[i].next = ss->free_list;
     ss->free_list = &ss->slabs[i];
   }
@@ -123,7 +124,7 @@ static struct hak_region *region_open(unsigned cls) {
   return NULL;
 }
 
-static void ss_set_state(struct hak_superslab *ss, unsigned state) {
+void _hak_region_set_state(struct hak_superslab *ss, unsigned state) {
   if (ss->state == state) return;
   atomic_fetch_sub(&_hak_gauges.ss_count[ss->state], 1);
   atomic_fetch_add(&_hak_gauges.ss_count[state], 1);
@@ -141,11 +142,15 @@ static void hot_push(struct hak_pool *pool, struct hak_superslab *ss) {
  * SuperSlab (or opening a region) when there is none. Pool lock held. */
 struct hak_slab *_hak_region_fresh_slab(unsigned cls) {
   struct hak_pool *pool = &_hak_pools[cls];
-  while (pool->hot && pool->hot->free_slabs == 0) {
-    pool->hot->on_hot_list = 0;
-    pool->hot = pool->hot->next_hot;
+  struct hak_superslab **link = &pool->hot, *ss = NULL, *fallback = NULL;
+  while (*link) {                              /* drop full ones, find a HOT one */
+    struct hak_superslab *x = *link;
+    if (x->free_slabs == 0) { x->on_hot_list = 0; *link = x->next_hot; continue; }
+    if (x->state == HAK_SS_HOT) { ss = x; break; }
+    if (!fallback || (fallback->state == HAK_SS_EMPTY && x->state == HAK_SS_DRAINING)) fallback = x;
+    link = &x->next_hot;
   }
-  struct hak_superslab *ss = pool->hot;
+  if (!ss) ss = fallback;                      /* DRAINING (then EMPTY) only if no HOT */
   if (!ss) {
     for (struct hak_region *r = pool->regions; r && !ss; r = r->next)
       if (!r->full) ss = region_grow(r);
@@ -157,9 +162,9 @@ struct hak_slab *_hak_region_fresh_slab(unsigned cls) {
   ss->free_list = s->next;
   ss->free_slabs--;
   s->state = HAK_SLAB_ACTIVE;
+  s->dirty = 0;
   s->next = NULL;
-  ss->purged = 0;
-  ss_set_state(ss, HAK_SS_HOT);
+  _hak_region_set_state(ss, HAK_SS_HOT);
   return s;
 }
 
@@ -171,13 +176,14 @@ void _hak_region_release_slab(struct hak_slab *s) {
   s->free = NULL;
   s->nfree = 0;
   s->carved = 0;
+  s->dirty = 1;
+  s->freed_ms = _hak_os_now_ms();
   s->next = ss->free_list;
   ss->free_list = s;
   ss->free_slabs++;
-  if (ss->free_slabs == ss->nslabs) {
-    ss_set_state(ss, HAK_SS_EMPTY);
-    ss->empty_since_ns = _hak_os_now_ns();
-  }
+  if (ss->free_slabs == ss->nslabs) _hak_region_set_state(ss, HAK_SS_EMPTY);
+  else if (ss->free_slabs * HAK_SS_DRAIN_DEN >= ss->nslabs * HAK_SS_DRAIN_NUM)
+    _hak_region_set_state(ss, HAK_SS_DRAINING);
   hot_push(&_hak_pools[s->cls], ss);
 }
 
@@ -191,14 +197,21 @@ struct hak_slab *_hak_region_slab_of(uintptr_t a, unsigned cls) {
   return &ss->slabs[(off - ss_index * k->ss_bytes) / k->slab_bytes];
 }
 
-/* Unmaps the EMPTY SuperSlabs at the top of r (lowering its end first), so
- * the address space comes back too, not only the pages. SuperSlabs below a
- * live one stay mapped: free must be able to read any address under end.
- * Pool lock held. Returns the bytes unmapped. */
+static bool ss_clean(const struct hak_superslab *ss) {
+  for (unsigned i = 0; i < ss->nslabs; i++)
+    if (ss->slabs[i].dirty) return false;
+  return true;
+}
+
+/* Unmaps the purged EMPTY SuperSlabs at the top of r (lowering its end
+ * first), so the address space comes back too, not only the pages.
+ * SuperSlabs below a live one stay mapped: free must be able to read any
+ * address under end. Pool lock held. Returns the bytes unmapped. */
 size_t _hak_region_shrink(struct hak_region *r) {
   const struct hak_class *k = &_hak_classes[r->cls];
   size_t released = 0;
-  while (r->ss_mapped && r->dir[r->ss_mapped - 1]->state == HAK_SS_EMPTY) {
+  while (r->ss_mapped && r->dir[r->ss_mapped - 1]->state == HAK_SS_EMPTY &&
+         ss_clean(r->dir[r->ss_mapped - 1])) {
     struct hak_superslab *ss = r->dir[--r->ss_mapped];
     map_publish_end(r, k);
     _hak_os_unmap((void *)ss->base, k->ss_bytes);

@@ -290,9 +290,29 @@ void _hak_slab_return(struct hak_heap *h, unsigned c, void *chain) {
   }
 }
 
-/* ---- malloc_trim: empty ownerless slabs go back to their SuperSlabs, and
- * the pages of empty SuperSlabs go back to the OS. --------------------------- */
-static size_t trim_class(unsigned c) {
+/* ---- purging: memory back to the OS ------------------------------------------
+ * Empty ownerless slabs go back to their SuperSlabs; free slabs that stayed
+ * free for the purge delay give their pages back (MADV_DONTNEED), except in
+ * the first HAKMEM_EMPTY_KEEP empty SuperSlabs, kept committed for reuse;
+ * purged empty SuperSlabs at the top of a region are unmapped. force (for
+ * malloc_trim and out of memory): no delay, nothing kept. */
+struct purge_policy { bool force; uint32_t now_ms, delay_ms; long keep; };
+
+static size_t purge_superslab(struct hak_superslab *ss, const struct purge_policy *pp) {
+  const struct hak_class *k = &_hak_classes[ss->cls];
+  size_t released = 0;
+  for (unsigned i = 0; i < ss->nslabs; i++) {
+    struct hak_slab *s = &ss->slabs[i];
+    if (s->state != HAK_SLAB_FREE || !s->dirty) continue;
+    if (!pp->force && pp->now_ms - s->freed_ms < pp->delay_ms) continue;
+    _hak_os_purge((void *)s->start, k->slab_bytes);
+    s->dirty = 0;
+    released += k->slab_bytes;
+  }
+  return released;
+}
+
+static size_t purge_class(unsigned c, const struct purge_policy *pp) {
   struct hak_pool *pool = &_hak_pools[c];
   size_t released = 0;
   hak_lock(&pool->lock);
@@ -308,25 +328,36 @@ static size_t trim_class(unsigned c) {
       link = &s->next;
     }
   }
-  for (struct hak_region *r = pool->regions; r; r = r->next) {
-    released += _hak_region_shrink(r);
-    for (uint32_t i = 0; i < r->ss_mapped; i++) {
-      struct hak_superslab *ss = r->dir[i];
-      if (ss->state != HAK_SS_EMPTY || ss->purged) continue;
-      _hak_os_purge((void *)ss->base, _hak_classes[c].ss_bytes);
-      ss->purged = 1;
-      released += _hak_classes[c].ss_bytes;
-    }
+  long kept = 0;
+  for (struct hak_superslab *ss = pool->hot; ss; ss = ss->next_hot) {
+    if (ss->state == HAK_SS_EMPTY && !pp->force && kept < pp->keep) { kept++; continue; }
+    released += purge_superslab(ss, pp);
   }
+  for (struct hak_region *r = pool->regions; r; r = r->next) released += _hak_region_shrink(r);
   _hak_region_prune_hot(pool);
   hak_unlock(&pool->lock);
   return released;
 }
 
-size_t _hak_slab_trim(void) {
+size_t _hak_slab_purge(bool force) {
+  struct purge_policy pp = { force, _hak_os_now_ms(), (uint32_t)_hak_option(HAK_OPT_PURGE_DELAY_MS),
+                             _hak_option(HAK_OPT_EMPTY_KEEP) };
   size_t released = 0;
-  for (unsigned c = 0; c < HAK_NCLS; c++) released += trim_class(c);
+  for (unsigned c = 0; c < HAK_NCLS; c++) released += purge_class(c, &pp);
   return released;
+}
+
+/* Called from slow paths: at most every half delay, one thread runs a purge
+ * pass over every class and expires cached Large ranges. */
+static _Atomic uint32_t next_purge_ms;
+
+void _hak_purge_tick(void) {
+  uint32_t now = _hak_os_now_ms(), next = atomic_load_explicit(&next_purge_ms, memory_order_relaxed);
+  if ((int32_t)(now - next) < 0) return;
+  uint32_t delay = (uint32_t)_hak_option(HAK_OPT_PURGE_DELAY_MS);
+  if (!atomic_compare_exchange_strong(&next_purge_ms, &next, now + delay / 2 + 1)) return;
+  _hak_slab_purge(false);
+  _hak_large_expire(now, delay);
 }
 
 /* Debug builds: the invariants written beside struct hak_slab. */

@@ -151,13 +151,13 @@ static void report_json(int fd, const struct hak_stats *st) {
   _hak_guard_printf(fd, "\n}\n");
 }
 
-void hak_stats_print(void) {
+HAK_API void hak_stats_print(void) {
   struct hak_stats st;
   stats_snapshot(&st);
   report_text(2, &st);
 }
 
-int hak_stats_write_json(const char *path) {
+HAK_API int hak_stats_write_json(const char *path) {
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return -1;
   struct hak_stats st;
