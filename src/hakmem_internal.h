@@ -292,12 +292,10 @@ struct hak_tls {
 extern __thread struct hak_tls _hak_tls __attribute__((tls_model("initial-exec")));
 
 #define HAK_WARM_MAX 32                /* build maximum of the warm pool cap    */
-/* L2 / L2.5 front of one class. Invariant: top <= cap <= max <= the pool's
- * build capacity; items[0..top) are free blocks of the class, word 1 = key. */
+/* L2 / L2.5 front of one class. Invariant: top <= cap <= the pool's build
+ * capacity; items[0..top) are free blocks of the class, word 1 = key. */
 struct hak_ring {
   uint16_t top, cap;
-  uint16_t max;                        /* cap's ceiling (options, byte bound)   */
-  uint16_t dry;                        /* refills since the last spill (adaptive) */
   void **items;                        /* [build cap of the pool]               */
 };
 _Static_assert(sizeof(struct hak_ring) == 16, "rings are indexed by shift");
@@ -401,7 +399,6 @@ void   _hak_heaps_visit(hak_heap_visit_fn fn, void *arg); /* registry lock held 
   X(L25_RING_CAP,    POOL_L25_RING_CAP, 1, POOL_L25_RING_CAP, "L2.5 ring capacity per class (lowers the build's)") \
   X(L2_RING_CAPS,     0, 0, 0,     "per-class L2 ring capacities, comma-separated from the smallest class (0: the pool's)") \
   X(L25_RING_CAPS,    0, 0, 0,     "per-class L2.5 ring capacities, comma-separated (0: the pool's)") \
-  X(RING_ADAPTIVE,    0, 0, 1,     "1: rings start at a quarter, grow when they overflow, shrink when barely used") \
   X(LARGE_CACHE_MB,  64, 0, 4096,  "MiB of freed Large mappings kept for reuse") \
   X(PURGE_DELAY_MS,  50, 0, 60000, "ms a free slab or cached Large range stays resident before it goes back to the OS") \
   X(EMPTY_KEEP,       1, 0, 64,    "empty SuperSlabs per class kept committed for reuse") \
@@ -482,7 +479,7 @@ HAK_FAST void *hak_ring_pop(struct hak_heap *h, unsigned c) {
   return b;
 }
 
-HAK_FAST bool hak_ring_push(struct hak_heap *h, unsigned c, void *p) {
+HAK_FAST bool hak_ring_push(struct hak_heap *h, size_t c, void *p) {
   struct hak_ring *r = &h->ring[c];
   if (HAK_UNLIKELY(r->top >= r->cap)) return false;
   ((void **)p)[1] = (void *)_hak_free_key;
@@ -524,7 +521,7 @@ HAK_FAST void hak_free_inline(void *p) {
   unsigned slot = (unsigned)(a >> HAK_REGION_SHIFT) & (HAK_REGION_SLOTS - 1);
   uint64_t magic = hak_map_magic(slot);
   if (HAK_LIKELY(a < hak_map_end(slot) && (uint64_t)(uint32_t)a * magic < magic)) {
-    unsigned c = _hak_map.cls[slot];
+    size_t c = _hak_map.cls[slot];
     void **b = (void **)p;
     void *key = (void *)_hak_free_key;
     if (HAK_LIKELY(b[1] != key)) {
@@ -541,7 +538,7 @@ HAK_FAST void hak_free_inline(void *p) {
       }
       struct hak_heap *h = _hak_tls.heap;
       if (HAK_LIKELY(c >= HAK_NTINY && h && hak_ring_push(h, c, p))) return;   /* L2 / L2.5 */
-      _hak_free_front(p, c);
+      _hak_free_front(p, (unsigned)c);
       return;
     }
   }

@@ -7,9 +7,8 @@
  * Capacities: POOL_L2_RING_CAP / POOL_L25_RING_CAP at build time, lowered
  * per pool (HAKMEM_L2_RING_CAP, HAKMEM_L25_RING_CAP) or per class
  * (HAKMEM_L2_RING_CAPS=24,32,...), and never above HAK_RING_MAX_BYTES of
- * blocks. With HAKMEM_RING_ADAPTIVE=1 a ring starts at a quarter of that,
- * doubles when it overflows and halves after HAK_RING_DRY_SHRINK refills in
- * a row without an overflow. */
+ * blocks. (Adaptive capacities were measured and dropped: see
+ * docs/experiments.md.) */
 #include "hakmem_internal.h"
 
 #include <errno.h>
@@ -17,7 +16,6 @@
 #define HAK_MID_REFILL_BYTES (256u * 1024)
 #define HAK_RING_MAX_BYTES   (2048u * 1024)
 #define HAK_RING_MIN_CAP     2u
-#define HAK_RING_DRY_SHRINK  8u      /* adaptive: refills in a row without a spill */
 
 static unsigned build_cap(unsigned c) {
   return _hak_classes[c].tier == HAK_TIER_L2 ? POOL_L2_RING_CAP : POOL_L25_RING_CAP;
@@ -60,12 +58,10 @@ void _hak_mid_heap_init(struct hak_heap *h) {
       items += build_cap(c);
     }
   }
-  bool adaptive = _hak_option(HAK_OPT_RING_ADAPTIVE) != 0;
   for (unsigned c = HAK_NTINY; c < HAK_NCLS; c++) {
     struct hak_ring *r = &h->ring[c];
-    r->max = (uint16_t)_hak_mid_ring_max(c);
-    r->cap = adaptive && r->max / 4 > HAK_RING_MIN_CAP ? r->max / 4 : r->max;
-    r->top = r->dry = 0;
+    r->cap = (uint16_t)_hak_mid_ring_max(c);
+    r->top = 0;
     _hak_tls.credit[c] = INT64_MIN / 2;          /* mid frees skip the Tiny lists */
   }
 }
@@ -93,10 +89,6 @@ void *_hak_mid_alloc(unsigned c) {
   void **b = hak_ring_pop(h, c);
   if (b) return b;
   h->stats.misses[c]++;
-  if (_hak_option(HAK_OPT_RING_ADAPTIVE) && ++r->dry >= HAK_RING_DRY_SHRINK) {
-    r->dry = 0;                                   /* runs dry, never overflows: shrink */
-    if (r->cap / 2 >= HAK_RING_MIN_CAP) r->cap /= 2;
-  }
   void *chain;
   unsigned want = HAK_MID_REFILL_BYTES / _hak_classes[c].size;   /* batch bounded in bytes */
   if (want > r->cap / 2u) want = r->cap / 2u;
@@ -122,15 +114,10 @@ void _hak_mid_free(void *p, unsigned c) {
   struct hak_ring *r = &h->ring[c];
   if (r->top >= r->cap) {
     h->stats.spills[c]++;
-    r->dry = 0;
-    if (_hak_option(HAK_OPT_RING_ADAPTIVE) && r->cap < r->max) {
-      r->cap = r->cap * 2 < r->max ? (uint16_t)(r->cap * 2) : r->max;   /* overflowing: grow */
-    } else {
-      unsigned n = r->top - r->top / 2;           /* the older half, at least one */
-      ring_return(h, c, r->items, n);
-      memmove(r->items, r->items + n, (r->top - n) * sizeof(void *));
-      r->top -= n;
-    }
+    unsigned n = r->top - r->top / 2;             /* the older half, at least one */
+    ring_return(h, c, r->items, n);
+    memmove(r->items, r->items + n, (r->top - n) * sizeof(void *));
+    r->top -= n;
   }
   hak_ring_push(h, c, b);
 }

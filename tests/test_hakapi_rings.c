@@ -1,6 +1,6 @@
 /* The L2 / L2.5 rings: LIFO order, capacity per pool and per class at run
  * time (clamped to the build's), spill of the older half when full, refill
- * of a batch when empty, the adaptive mode, and mid blocks freed by another
+ * of a batch when empty, and mid blocks freed by another
  * thread. Each configuration runs in a child started with its environment
  * (options are read once, at start-up). */
 #include "testing.h"
@@ -66,26 +66,6 @@ static void check_cross_thread(void) {
   CHECKF(grown <= (long)(POOL_L2_RING_CAP * 8 * KiB), "bytes in use grew by %ld after the other threads freed everything", grown);
 }
 
-static void adaptive(void) {
-  unsigned c = _hak_class_of_size(8 * KiB);
-  void *p = hak_malloc(8 * KiB);
-  struct hak_ring *r = ring_of(8 * KiB);
-  unsigned start = r->cap;
-  CHECKF(start == r->max / 4, "adaptive start %u, max %u", start, r->max);
-  void *blocks[200];
-  for (int i = 0; i < 200; i++) blocks[i] = hak_malloc(8 * KiB);
-  for (int i = 0; i < 200; i++) hak_free(blocks[i]);
-  CHECKF(r->cap == r->max, "overflowing ring grew to %u of %u", r->cap, r->max);
-  for (int round = 0; round < 40; round++) {    /* runs dry again and again */
-    while (r->top) hak_malloc(8 * KiB);
-    void *q = hak_malloc(8 * KiB);
-    (void)q;
-  }
-  CHECKF(r->cap < r->max, "a ring that only runs dry did not shrink (cap %u)", r->cap);
-  (void)c;
-  hak_free(p);
-}
-
 static int run(const char *mode) {
   hak_free(hak_malloc(8 * KiB));                  /* the heap exists from here */
   if (!strcmp(mode, "default")) {
@@ -103,8 +83,6 @@ static int run(const char *mode) {
     check_push_pop(3072, 8);
     check_push_pop(3584, POOL_L2_RING_CAP);       /* 0: the pool's */
     check_push_pop(65536, 3);                     /* first L2.5 class */
-  } else if (!strcmp(mode, "adaptive")) {
-    adaptive();
   }
   return test_failures != 0;
 }
@@ -128,6 +106,5 @@ int main(int argc, char **argv) {
   in_child("cap1", "HAKMEM_L2_RING_CAP=1", "HAKMEM_L25_RING_CAP=1");
   in_child("clamped", "HAKMEM_L2_RING_CAP=100000", NULL);
   in_child("per-class", "HAKMEM_L2_RING_CAPS=4,8,0", "HAKMEM_L25_RING_CAPS=3");
-  in_child("adaptive", "HAKMEM_RING_ADAPTIVE=1", NULL);
   TEST_END();
 }
