@@ -9,12 +9,6 @@
 #include <sys/mman.h>
 #include <time.h>
 
-/* How purged pages go back: MADV_DONTNEED (now) or MADV_FREE (when the
- * kernel needs them); see docs/experiments.md. */
-#ifndef HAK_PURGE_ADVICE
-#define HAK_PURGE_ADVICE MADV_DONTNEED
-#endif
-
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
@@ -54,7 +48,7 @@ void _hak_os_unmap(void *p, size_t bytes) {
 
 void _hak_os_purge(void *p, size_t bytes) {
   if (!bytes) return;
-  madvise(p, bytes, HAK_PURGE_ADVICE);
+  madvise(p, bytes, MADV_DONTNEED);     /* not MADV_FREE: see docs/experiments.md */
   atomic_fetch_add_explicit(&_hak_gauges.bytes_purged, (int64_t)bytes, memory_order_relaxed);
   atomic_fetch_add_explicit(&_hak_gauges.purge_calls, 1, memory_order_relaxed);
 }
