@@ -43,7 +43,7 @@ void _hak_guard_assert_failed(const char *what, const char *file, int line) {
 }
 
 void _hak_guard_double_free(const void *p, const char *call, size_t size) {
-  _hak_guard_write("hakmem: %s(): double free of %p (a %zu-byte block that is already free)\n", call, p, size);
+  _hak_guard_write("hakmem: %s(): %p is already free (double free of a %zu-byte block)\n", call, p, size);
   abort();
 }
 

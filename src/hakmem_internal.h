@@ -358,6 +358,7 @@ void  _hak_tiny_free_slow(void *p, unsigned c);
 void  _hak_tiny_heap_init(struct hak_heap *h);
 void  _hak_tiny_heap_flush(struct hak_heap *h);
 unsigned _hak_tiny_cap(unsigned c);
+void  _hak_tiny_init(void);
 
 /* ---- mid.c ----------------------------------------------------------------- */
 void *_hak_mid_alloc(unsigned c);                 /* ring empty or no heap */

@@ -44,6 +44,7 @@ void _hak_init(void) {
   }
   _hak_classes_init();
   _hak_options_init();
+  _hak_tiny_init();
   _hak_free_key = make_free_key();
   pthread_key_create(&heap_key, thread_exit);
   atomic_store_explicit(&init_state, 2, memory_order_release);

@@ -11,15 +11,17 @@ static uint16_t tiny_cap[HAK_NTINY];
 #define HAK_TINY_CAP_MIN 64u
 #define HAK_TINY_CAP_MAX 1024u
 
-unsigned _hak_tiny_cap(unsigned c) {
-  if (!tiny_cap[c]) {
+/* List capacities from HAKMEM_TINY_CACHE_KB; at init, after the options. */
+void _hak_tiny_init(void) {
+  for (unsigned c = 0; c < HAK_NTINY; c++) {
     unsigned cap = (unsigned)(_hak_option(HAK_OPT_TINY_CACHE_KB) * 1024 / _hak_classes[c].size);
     if (cap < HAK_TINY_CAP_MIN) cap = HAK_TINY_CAP_MIN;
     if (cap > HAK_TINY_CAP_MAX) cap = HAK_TINY_CAP_MAX;
     tiny_cap[c] = (uint16_t)cap;
   }
-  return tiny_cap[c];
 }
+
+unsigned _hak_tiny_cap(unsigned c) { return tiny_cap[c]; }
 
 void _hak_tiny_heap_init(struct hak_heap *h) {
   (void)h;
