@@ -174,13 +174,8 @@ HAK_API int hak_malloc_trim(size_t pad) {
   (void)pad;
   struct hak_heap *h = _hak_tls.heap;
   if (h) {
-    _hak_tiny_heap_flush(h);
-    _hak_mid_heap_flush(h);
+    _hak_heap_flush(h);
     _hak_tiny_heap_init(h);
-    for (unsigned c = 0; c < HAK_NCLS; c++) {
-      while (h->warm_n[c]) _hak_slab_detach(h, h->warm[c][--h->warm_n[c]]);
-      if (h->cur[c]) { _hak_slab_detach(h, h->cur[c]); h->cur[c] = NULL; }
-    }
   }
   size_t released = _hak_slab_purge(true) + _hak_large_trim();
   return released > 0;

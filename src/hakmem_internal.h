@@ -304,8 +304,8 @@ _Static_assert(sizeof(struct hak_ring) == 16, "rings are indexed by shift");
  * the thread exits. */
 struct hak_heap {
   struct hak_slab *cur[HAK_NCLS];              /* slab feeding the front    */
-  struct hak_slab *warm[HAK_NCLS][HAK_WARM_MAX];  /* warm pool: partly free slabs */
-  uint8_t warm_n[HAK_NCLS];
+  struct hak_slab *warm[HAK_NTINY][HAK_WARM_MAX]; /* Tiny warm pool: partly free slabs */
+  uint8_t warm_n[HAK_NTINY];
   struct hak_ring ring[HAK_NCLS];              /* mid classes only          */
   struct hak_stats stats;
   struct hak_heap *next_all;                   /* registry of all heaps     */
@@ -383,6 +383,7 @@ void   _hak_large_fork_child(void);
 /* ---- thread.c -------------------------------------------------------------- */
 extern uint64_t _hak_free_key;                       /* random, never 0       */
 struct hak_heap *_hak_heap_get(void);                 /* creates on first use  */
+void   _hak_heap_flush(struct hak_heap *h);           /* all its caches back   */
 void   _hak_init(void);
 bool   _hak_initialized(void);
 typedef void (*hak_heap_visit_fn)(struct hak_heap *h, void *arg);

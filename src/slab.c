@@ -203,12 +203,12 @@ struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool *adopted
 /* Stage 2..4 of a refill: the warm pool, then the shared pool or a fresh
  * slab, with a secondary prefill of the warm pool (Tiny) when it ran empty. */
 static struct hak_slab *next_slab(struct hak_heap *h, unsigned c) {
-  if (h->warm_n[c]) {
+  if (c < HAK_NTINY && h->warm_n[c]) {
     h->stats.warm_hits[c]++;
     h->stats.stage_warm[c]++;
     return h->warm[c][--h->warm_n[c]];
   }
-  h->stats.warm_misses[c]++;
+  if (c < HAK_NTINY) h->stats.warm_misses[c]++;
   bool adopted;
   struct hak_slab *s = _hak_slab_acquire(h, c, &adopted);
   if (!s) return NULL;

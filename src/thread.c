@@ -81,18 +81,26 @@ struct hak_heap *_hak_heap_get(void) {
   return HAK_LIKELY(h != NULL) ? h : heap_create();
 }
 
+/* Everything h caches goes back: Tiny lists and rings to their slabs, then
+ * the current and warm slabs are detached (released when empty, else left to
+ * the shared pool). The Tiny lists are left without credit. */
+void _hak_heap_flush(struct hak_heap *h) {
+  _hak_tiny_heap_flush(h);
+  _hak_mid_heap_flush(h);
+  for (unsigned c = 0; c < HAK_NCLS; c++) {
+    if (h->cur[c]) { _hak_slab_detach(h, h->cur[c]); h->cur[c] = NULL; }
+    if (c < HAK_NTINY)
+      while (h->warm_n[c]) _hak_slab_detach(h, h->warm[c][--h->warm_n[c]]);
+  }
+}
+
 /* Thread exit: caches back to the slabs, slabs detached (ownerless slabs with
  * free blocks go to the shared pool, where other threads adopt them), the
  * counters merged, the heap returned for the next thread. */
 static void thread_exit(void *arg) {
   struct hak_heap *h = arg;
   if (!h || h != _hak_tls.heap) return;
-  _hak_tiny_heap_flush(h);
-  _hak_mid_heap_flush(h);
-  for (unsigned c = 0; c < HAK_NCLS; c++) {
-    if (h->cur[c]) { _hak_slab_detach(h, h->cur[c]); h->cur[c] = NULL; }
-    while (h->warm_n[c]) _hak_slab_detach(h, h->warm[c][--h->warm_n[c]]);
-  }
+  _hak_heap_flush(h);
   h->stats.threads_exited++;
   _hak_stats_merge_heap(h);
   _hak_tls.heap = NULL;
