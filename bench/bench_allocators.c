@@ -35,8 +35,10 @@ typedef struct {
     _Alignas(64) bench_slot items[QUEUE_CAPACITY];
 } queue;
 
+/* One thread's state, on a cache line of its own (no false sharing between
+ * workers). */
 typedef struct {
-    pthread_barrier_t *start;
+    _Alignas(64) pthread_barrier_t *start;
     uint64_t iters;
     bench_rng rng;
     queue *queue;  /* prodcons: shared by a producer (even index) and a consumer */
@@ -247,7 +249,9 @@ int main(int argc, char **argv) {
         iters = current->default_iters;
 
     size_t count = (size_t)units * (current->paired ? 2 : 1);
-    worker *workers = calloc(count, sizeof *workers);
+    worker *workers = aligned_alloc(64, count * sizeof *workers);
+    if (workers)
+        memset(workers, 0, count * sizeof *workers);
     if (!workers)
         bench_fail("calloc of %zu workers failed", count);
     double seconds = run_scenario(workers, count, iters, seed);

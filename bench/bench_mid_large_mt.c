@@ -10,8 +10,9 @@
 #define USAGE \
     "bench_mid_large_mt THREADS ITERS WS [MIN MAX [SEED]]  (defaults: MIN 8192, MAX 32768, SEED 42)"
 
+/* One thread's arguments, on a cache line of its own. */
 typedef struct {
-    pthread_barrier_t *start;
+    _Alignas(64) pthread_barrier_t *start;
     uint64_t iters;
     size_t ws;
     bench_sizes sizes;
