@@ -85,6 +85,8 @@ static void report_text(int fd, const struct hak_stats *st) {
           (long long)gauge(&_hak_gauges.bytes_in_use) >> 10, (long long)gauge(&_hak_gauges.bytes_in_use_peak) >> 10,
           (long long)gauge(&_hak_gauges.bytes_large_cached) >> 10, (long long)gauge(&_hak_gauges.bytes_purged) >> 10,
           (long long)gauge(&_hak_gauges.purge_calls));
+  _hak_guard_printf(fd, "  thread front state: %zu KiB of ring arrays and %zu B of Tiny list heads per thread\n",
+                    _hak_mid_ring_bytes() >> 10, sizeof(struct hak_tls));
   _hak_guard_printf(fd, "  superslabs:");
   for (unsigned s = 0; s < HAK_SS_NSTATES; s++)
     _hak_guard_printf(fd, " %s %lld", ss_state_names[s], (long long)gauge(&_hak_gauges.ss_count[s]));
@@ -135,6 +137,8 @@ static void report_json(int fd, const struct hak_stats *st) {
           (long long)gauge(&_hak_gauges.bytes_in_use), (long long)gauge(&_hak_gauges.bytes_in_use_peak),
           (long long)gauge(&_hak_gauges.bytes_large_cached), (long long)gauge(&_hak_gauges.bytes_purged),
           (long long)gauge(&_hak_gauges.purge_calls));
+  _hak_guard_printf(fd, ",\n  \"ring_bytes_per_thread\": %zu,\n  \"tls_bytes_per_thread\": %zu",
+                    _hak_mid_ring_bytes(), sizeof(struct hak_tls));
   _hak_guard_printf(fd, ",\n  \"superslabs\": {");
   for (unsigned s = 0; s < HAK_SS_NSTATES; s++)
     _hak_guard_printf(fd, "%s\"%s\": %lld", s ? ", " : "", ss_state_names[s], (long long)gauge(&_hak_gauges.ss_count[s]));
