@@ -86,7 +86,8 @@ struct hak_class {
 };
 extern struct hak_class _hak_classes[HAK_NCLS];
 extern uint8_t _hak_tiny_class_of[HAK_TINY_MAX / 16 + 1];   /* by (n + 15) >> 4 */
-extern uint8_t _hak_mid_class_of[HAK_MID_MAX / 512 + 1];    /* by (n + 511) >> 9 */
+#define HAK_MID_GRAIN 256u                                     /* classes above 2 KiB are multiples */
+extern uint8_t _hak_mid_class_of[HAK_MID_MAX / HAK_MID_GRAIN + 1]; /* by (n + 255) / 256 */
 
 /* ---- the ownership map ------------------------------------------------- */
 /* The address space is cut into 4 GiB slots. A slot that holds a class
@@ -508,7 +509,7 @@ HAK_FAST void *hak_malloc_inline(size_t n) {
       return b;
     }
   } else if (HAK_LIKELY(n <= HAK_MID_MAX && _hak_tls.heap)) {   /* L2 / L2.5 */
-    void *b = hak_ring_pop(_hak_tls.heap, _hak_mid_class_of[(n + 511) >> 9]);
+    void *b = hak_ring_pop(_hak_tls.heap, _hak_mid_class_of[(n + HAK_MID_GRAIN - 1) / HAK_MID_GRAIN]);
     if (HAK_LIKELY(b != NULL)) return b;
   }
   return _hak_malloc_slow(n);

@@ -7,7 +7,7 @@
 
 struct hak_class _hak_classes[HAK_NCLS];
 uint8_t _hak_tiny_class_of[HAK_TINY_MAX / 16 + 1];
-uint8_t _hak_mid_class_of[HAK_MID_MAX / 512 + 1];
+uint8_t _hak_mid_class_of[HAK_MID_MAX / HAK_MID_GRAIN + 1];
 struct hak_pool _hak_pools[HAK_NCLS];
 
 /* Block sizes: four classes per doubling (at most 25% apart), plus the L2
@@ -23,7 +23,16 @@ static const uint32_t class_sizes[HAK_NCLS] = {
   65536, 81920, 98304, 114688, 131072, 163840, 196608, 229376, 262144,
   327680, 393216, 458752, 524288, 655360, 786432, 917504, 1048576,
 };
+/* Blocks of 4 KiB and more would all start at the same offset in a page, so
+ * the same bytes of different blocks would fall into the same cache sets;
+ * HAK_COLOR_PAD bytes more per block rotate block starts through 16 offsets
+ * (see docs/experiments.md). */
+#ifndef HAK_COLOR_PAD
+#define HAK_COLOR_PAD 256u
+#endif
+
 _Static_assert(sizeof class_sizes / sizeof class_sizes[0] == HAK_NCLS, "class table size");
+_Static_assert(HAK_COLOR_PAD % HAK_MID_GRAIN == 0, "the mid lookup table must see every class exactly");
 
 #define HAK_SLAB_TARGET   (64u * 1024)   /* slabs are at least this big ...   */
 #define HAK_SLAB_MIN_BLOCKS 4u           /* ... and hold at least 4 blocks    */
@@ -31,18 +40,27 @@ _Static_assert(sizeof class_sizes / sizeof class_sizes[0] == HAK_NCLS, "class ta
 
 static uint64_t gcd64(uint64_t a, uint64_t b) { while (b) { uint64_t t = a % b; a = b; b = t; } return a; }
 
+/* Tiny slabs are whole pages. Colored classes cannot be (that would take 16
+ * blocks): their slabs are HAK_SLAB_MIN_BLOCKS blocks or 64 KiB, and their
+ * SuperSlabs, which are mapped, hold a multiple of the 16 blocks that end on
+ * a page boundary. A free slab is purged by the whole pages inside it. */
 static void class_geometry(unsigned c) {
   struct hak_class *k = &_hak_classes[c];
-  uint32_t size = class_sizes[c];
-  uint64_t unit = (uint64_t)size / gcd64(size, HAK_PAGE) * HAK_PAGE;   /* lcm */
+  uint32_t size = class_sizes[c] >= HAK_PAGE ? class_sizes[c] + HAK_COLOR_PAD : class_sizes[c];
   uint64_t want = size * (uint64_t)HAK_SLAB_MIN_BLOCKS;
   if (want < HAK_SLAB_TARGET) want = HAK_SLAB_TARGET;
-  uint64_t slab = (want + unit - 1) / unit * unit;
+  uint64_t cycle = HAK_PAGE / gcd64(size, HAK_PAGE);     /* blocks that end on a page boundary */
+  uint64_t blocks = (want + size - 1) / size;
+  if (c < HAK_NTINY) blocks = (blocks + cycle - 1) / cycle * cycle;
+  uint64_t slab = blocks * size;
+  uint64_t ss = slab >= HAK_SS_TARGET ? 1 : HAK_SS_TARGET / slab;
+  uint64_t step = cycle / gcd64(blocks, cycle);          /* slabs per page-aligned run */
+  ss = (ss + step - 1) / step * step;
   k->size = size;
+  k->slab_blocks = (uint32_t)blocks;
   k->slab_bytes = (uint32_t)slab;
-  k->slab_blocks = (uint32_t)(slab / size);
-  k->ss_slabs = slab >= HAK_SS_TARGET ? 1 : (uint32_t)(HAK_SS_TARGET / slab);
-  k->ss_bytes = (uint64_t)k->ss_slabs * slab;
+  k->ss_slabs = (uint32_t)ss;
+  k->ss_bytes = ss * slab;
   k->magic = UINT64_MAX / size + 1;
   k->tier = c < HAK_NTINY ? HAK_TIER_TINY : c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25;
 }
@@ -55,15 +73,15 @@ void _hak_classes_init(void) {
     _hak_tiny_class_of[g] = (uint8_t)c;
   }
   c = 0;
-  for (unsigned g = 0; g <= HAK_MID_MAX / 512; g++) {       /* n = 512 g */
-    while (_hak_classes[c].size < g * 512) c++;
+  for (unsigned g = 0; g <= HAK_MID_MAX / HAK_MID_GRAIN; g++) {   /* n = grain * g */
+    while (_hak_classes[c].size < g * HAK_MID_GRAIN) c++;
     _hak_mid_class_of[g] = (uint8_t)c;
   }
 }
 
 unsigned _hak_class_of_size(size_t n) {
   if (n <= HAK_TINY_MAX) return _hak_tiny_class_of[(n + 15) >> 4];
-  return _hak_mid_class_of[(n + 511) >> 9];
+  return _hak_mid_class_of[(n + HAK_MID_GRAIN - 1) / HAK_MID_GRAIN];
 }
 
 /* The smallest class whose blocks hold n bytes and all start at a multiple
@@ -305,7 +323,9 @@ static size_t purge_superslab(struct hak_superslab *ss, const struct purge_polic
     struct hak_slab *s = &ss->slabs[i];
     if (s->state != HAK_SLAB_FREE || !s->dirty) continue;
     if (!pp->force && pp->now_ms - s->freed_ms < pp->delay_ms) continue;
-    _hak_os_purge((void *)s->start, k->slab_bytes);
+    uintptr_t from = (s->start + HAK_PAGE - 1) & ~(uintptr_t)(HAK_PAGE - 1);
+    uintptr_t to = (s->start + k->slab_bytes) & ~(uintptr_t)(HAK_PAGE - 1);
+    if (to > from) _hak_os_purge((void *)from, to - from);
     s->dirty = 0;
     released += k->slab_bytes;
   }

@@ -9,19 +9,27 @@ static void check_geometry(void) {
   for (unsigned c = 0; c < HAK_NCLS; c++) {
     const struct hak_class *k = &_hak_classes[c];
     CHECKF(k->size % 16 == 0, "C%u size %u not a multiple of 16", c, k->size);
-    CHECKF(k->slab_bytes % HAK_PAGE == 0, "C%u slab %u not whole pages", c, k->slab_bytes);
+    CHECKF(k->size < HAK_PAGE || k->size % HAK_PAGE != 0, "C%u: %u-byte blocks would all start at one page offset", c, k->size);
+    CHECKF(c >= HAK_NTINY || k->slab_bytes % HAK_PAGE == 0, "C%u slab %u not whole pages", c, k->slab_bytes);
+    CHECKF(k->ss_bytes % HAK_PAGE == 0, "C%u SuperSlab %llu not whole pages", c, (unsigned long long)k->ss_bytes);
     CHECKF(k->slab_bytes == k->slab_blocks * k->size, "C%u slab not whole blocks", c);
     CHECKF(k->slab_blocks >= 4 && k->ss_slabs >= 1 && k->ss_slabs <= 255, "C%u geometry", c);
+    CHECKF(c < HAK_NTINY || k->slab_blocks <= 4 || k->slab_blocks <= 65536 / k->size + 1,
+           "C%u: %u blocks per mid slab", c, k->slab_blocks);
     CHECKF(k->slab_blocks < (1u << (64 - HAK_REMOTE_SHIFT)), "C%u: remote counts overflow", c);
     CHECKF(k->ss_bytes == (uint64_t)k->ss_slabs * k->slab_bytes, "C%u SuperSlab bytes", c);
     CHECKF(HAK_REGION_BYTES / k->ss_bytes >= 64, "C%u: a region holds few SuperSlabs", c);
     if (c) CHECKF(k->size > _hak_classes[c - 1].size, "C%u sizes not increasing", c);
-    unsigned want_tier = k->size <= HAK_TINY_MAX ? HAK_TIER_TINY : k->size <= HAK_L2_MAX ? HAK_TIER_L2 : HAK_TIER_L25;
+    unsigned want_tier = c < HAK_NTINY ? HAK_TIER_TINY : c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25;
     CHECKF(k->tier == want_tier, "C%u tier %u", c, k->tier);
   }
+  /* Each tier's last class holds the tier's largest request, and the first
+   * class of the next tier holds more. */
   CHECK(_hak_classes[HAK_NTINY - 1].size == HAK_TINY_MAX);
-  CHECK(_hak_classes[HAK_NTINY + HAK_NL2 - 1].size == HAK_L2_MAX);
-  CHECK(_hak_classes[HAK_NCLS - 1].size == HAK_MID_MAX);
+  CHECK(_hak_classes[HAK_NTINY + HAK_NL2 - 1].size >= HAK_L2_MAX);
+  CHECK(_hak_classes[HAK_NTINY + HAK_NL2 - 2].size < HAK_L2_MAX);
+  CHECK(_hak_classes[HAK_NCLS - 1].size >= HAK_MID_MAX);
+  CHECK(_hak_classes[HAK_NCLS - 2].size < HAK_MID_MAX);
 }
 
 /* The fast path's test, (uint32)a * magic < magic, against a % size == 0
@@ -60,7 +68,11 @@ static void check_aligned(void) {
     for (size_t n = 1; n <= HAK_MID_MAX; n = n * 3 + 1) {
       int c = _hak_class_for_aligned(n, align);
       if (n > HAK_MID_MAX) continue;
-      CHECKF(c >= 0, "no class for %zu B at %zu", n, align);
+      /* Classes above 2 KiB are 256 B past a page multiple (cache colors):
+       * they give alignments up to 256; Tiny classes up to 2 KiB. The rest
+       * goes to a Large block. */
+      if (align <= 256 || (align <= HAK_TINY_MAX && n <= HAK_TINY_MAX))
+        CHECKF(c >= 0, "no class for %zu B at %zu", n, align);
       if (c < 0) continue;
       CHECKF(_hak_classes[c].size >= n && _hak_classes[c].size % align == 0,
              "class %d for %zu B at %zu", c, n, align);
