@@ -16,25 +16,27 @@
 /* Weak: a static program has no C library malloc to hand blocks back to. */
 extern void __libc_free(void *p) __attribute__((weak));
 
-void _hak_guard_printf(int fd, const char *fmt, ...) {
+static void vprint_fd(int fd, const char *fmt, va_list ap) {
   char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
   int n = vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
   if (n < 0) return;
   if ((size_t)n >= sizeof buf) n = sizeof buf - 1;
   for (ssize_t off = 0, w; off < n; off += w)
     if ((w = write(fd, buf + off, (size_t)(n - off))) <= 0) return;
 }
 
-void _hak_guard_write(const char *fmt, ...) {
-  char buf[1024];
+void _hak_guard_printf(int fd, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(buf, sizeof buf, fmt, ap);
+  vprint_fd(fd, fmt, ap);
   va_end(ap);
-  if (n > 0) _hak_guard_printf(2, "%s", buf);
+}
+
+void _hak_guard_write(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vprint_fd(2, fmt, ap);
+  va_end(ap);
 }
 
 void _hak_guard_assert_failed(const char *what, const char *file, int line) {

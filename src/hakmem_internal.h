@@ -219,7 +219,6 @@ extern struct hak_pool _hak_pools[HAK_NCLS];
 #define HAK_STATS_SCALARS(X) \
   X(malloc_slow,        "malloc calls that took a slow path") \
   X(free_slow,          "free calls that took a slow path") \
-  X(tiny_flushes,       "Tiny free lists flushed back to their slabs") \
   X(remote_frees,       "blocks freed into a slab owned by another thread or none") \
   X(remote_collects,    "remote free lists taken by an owner in one exchange") \
   X(slabs_abandoned,    "slabs left ownerless at thread exit or when exhausted") \
@@ -336,7 +335,6 @@ void   _hak_region_release_slab(struct hak_slab *s);         /* pool lock held *
 size_t _hak_region_shrink(struct hak_region *r);             /* pool lock held */
 void   _hak_region_set_state(struct hak_superslab *ss, unsigned state); /* pool lock held */
 void   _hak_region_prune_hot(struct hak_pool *pool);         /* pool lock held */
-void   _hak_region_init(void);
 
 /* ---- slab.c ---------------------------------------------------------------- */
 void     _hak_classes_init(void);
@@ -345,6 +343,7 @@ int      _hak_class_for_aligned(size_t n, size_t align); /* -1: none          */
 unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, void **chain);
 void     _hak_slab_return(struct hak_heap *h, unsigned c, void *chain);
 void     _hak_slab_detach(struct hak_heap *h, struct hak_slab *s);
+void     _hak_slab_free_home(unsigned c, void *p);
 struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool *adopted);
 void     _hak_slab_check(const struct hak_slab *s);
 void     _hak_slab_fork_prepare(void);

@@ -176,13 +176,10 @@ bool _hak_large_free(void *p, const char *call) {
   hak_lock(&large_lock);
   struct large_entry *e = table_find(a);
   if (!e) {
-    for (unsigned i = 0; i < cache_count; i++) {
-      if (cache[i].addr != a) continue;
-      size_t bytes = cache[i].bytes;
-      hak_unlock(&large_lock);
-      _hak_guard_double_free(p, call, bytes);
-    }
+    int i = cache_find_at(a, 0);                  /* freed, and still cached */
+    size_t bytes = i >= 0 ? cache[i].bytes : 0;
     hak_unlock(&large_lock);
+    if (i >= 0) _hak_guard_double_free(p, call, bytes);
     return false;
   }
   size_t bytes = e->bytes;

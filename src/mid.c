@@ -44,13 +44,18 @@ unsigned _hak_mid_ring_max(unsigned c) {
   return cap ? cap : 1;
 }
 
+/* Ring slots a heap needs for all mid classes. */
+static size_t ring_slots(void) {
+  size_t slots = 0;
+  for (unsigned c = HAK_NTINY; c < HAK_NCLS; c++) slots += build_cap(c);
+  return slots;
+}
+
 /* Rings of a heap: one array for all mid classes, allocated once per heap
  * (heaps are reused, so is their ring storage). */
 void _hak_mid_heap_init(struct hak_heap *h) {
   if (!h->ring_storage) {
-    size_t slots = 0;
-    for (unsigned c = HAK_NTINY; c < HAK_NCLS; c++) slots += build_cap(c);
-    h->ring_storage = _hak_os_meta_alloc(slots * sizeof(void *));
+    h->ring_storage = _hak_os_meta_alloc(ring_slots() * sizeof(void *));
     if (!h->ring_storage) return;
     void **items = h->ring_storage;
     for (unsigned c = HAK_NTINY; c < HAK_NCLS; c++) {
@@ -68,9 +73,7 @@ void _hak_mid_heap_init(struct hak_heap *h) {
 
 /* Bytes of ring state a thread carries (the seeds' "TLS KB per thread"). */
 size_t _hak_mid_ring_bytes(void) {
-  size_t slots = 0;
-  for (unsigned c = HAK_NTINY; c < HAK_NCLS; c++) slots += build_cap(c);
-  return slots * sizeof(void *) + (HAK_NCLS - HAK_NTINY) * sizeof(struct hak_ring);
+  return ring_slots() * sizeof(void *) + (HAK_NCLS - HAK_NTINY) * sizeof(struct hak_ring);
 }
 
 /* Links items[0..n) into a chain (word 0) and returns it to the slabs. */
@@ -103,14 +106,9 @@ void *_hak_mid_alloc(unsigned c) {
 
 /* HAK_SLOW: the ring of class c is full (or the thread has no heap). */
 void _hak_mid_free(void *p, unsigned c) {
-  void **b = p;
   struct hak_heap *h = _hak_tls.heap;
-  if (!h && (_hak_tls.exited || !(h = _hak_heap_get()) || !h->ring[c].items)) {
-    b[0] = NULL;                                  /* no front: straight home */
-    b[1] = (void *)_hak_free_key;
-    _hak_slab_return(NULL, c, b);
-    return;
-  }
+  if (!h && !_hak_tls.exited) h = _hak_heap_get();
+  if (!h || !h->ring[c].items) { _hak_slab_free_home(c, p); return; }   /* no front */
   struct hak_ring *r = &h->ring[c];
   if (r->top >= r->cap) {
     h->stats.spills[c]++;
@@ -119,7 +117,7 @@ void _hak_mid_free(void *p, unsigned c) {
     memmove(r->items, r->items + n, (r->top - n) * sizeof(void *));
     r->top -= n;
   }
-  hak_ring_push(h, c, b);
+  hak_ring_push(h, c, p);
 }
 
 void _hak_mid_heap_flush(struct hak_heap *h) {

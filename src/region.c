@@ -26,8 +26,6 @@ struct hak_map _hak_map;
 static hak_lock_t slot_lock;
 static unsigned next_slot = HAK_FIRST_SLOT;
 
-void _hak_region_init(void) {}
-
 static void map_publish_end(struct hak_region *r, const struct hak_class *k) {
   uint64_t end = r->base + (uint64_t)r->ss_mapped * k->ss_bytes;
   __atomic_store_n(&_hak_map.end[r->slot], end, __ATOMIC_RELEASE);

@@ -308,6 +308,15 @@ void _hak_slab_return(struct hak_heap *h, unsigned c, void *chain) {
   }
 }
 
+/* One block of class c goes straight back to its slab: the caller has no
+ * thread front (no heap, or after thread exit). */
+void _hak_slab_free_home(unsigned c, void *p) {
+  void **b = p;
+  b[0] = NULL;
+  b[1] = (void *)_hak_free_key;
+  _hak_slab_return(NULL, c, b);
+}
+
 /* ---- purging: memory back to the OS ------------------------------------------
  * Empty ownerless slabs go back to their SuperSlabs; free slabs that stayed
  * free for the purge delay give their pages back (MADV_DONTNEED), except in

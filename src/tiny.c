@@ -71,24 +71,13 @@ void *_hak_tiny_alloc_slow(unsigned c) {
 void _hak_tiny_free_slow(void *p, unsigned c) {
   void **b = p;
   struct hak_heap *h = _hak_tls.heap;
-  if (!h && _hak_tls.exited) {            /* after thread exit: straight home */
-    b[0] = NULL;
-    b[1] = (void *)_hak_free_key;
-    _hak_slab_return(NULL, c, b);
-    return;
-  }
-  if (!h && !(h = _hak_heap_get())) {     /* no memory for a heap: go home */
-    b[0] = NULL;
-    b[1] = (void *)_hak_free_key;
-    _hak_slab_return(NULL, c, b);
-    return;
-  }
+  if (!h && !_hak_tls.exited) h = _hak_heap_get();
+  if (!h) { _hak_slab_free_home(c, p); return; }   /* exited, or no memory for a heap */
   if (_hak_tls.credit[c] <= 0) {
     unsigned n = _hak_tiny_cap(c) / 2;
     _hak_slab_return(h, c, list_cut(c, n));
     _hak_tls.credit[c] += (int64_t)n;
     h->stats.spills[c]++;
-    h->stats.tiny_flushes++;
   }
   _hak_tls.credit[c]--;
   b[0] = _hak_tls.head[c];
