@@ -9,10 +9,7 @@
 /* A block of class c for an aligned request (the class was chosen so that
  * every block of it is aligned enough). */
 static void *class_alloc(unsigned c) {
-  if (c < HAK_NTINY) return _hak_tiny_alloc_slow(c);
-  struct hak_heap *h = _hak_tls.heap;
-  void *b = h ? hak_ring_pop(h, c) : NULL;
-  return b ? b : _hak_mid_alloc(c);
+  return c < HAK_NTINY ? _hak_tiny_alloc_slow(c) : _hak_mid_alloc(c);   /* both pop first */
 }
 
 static void *route_alloc(size_t n) {
@@ -59,7 +56,7 @@ void _hak_free_slow(void *p, const char *call) {
   int c = live_class(p, call);
   if (c >= 0) {
     if (c < HAK_NTINY) _hak_tiny_free_slow(p, (unsigned)c);
-    else if (!(h && hak_ring_push(h, (unsigned)c, p))) _hak_mid_free(p, (unsigned)c);
+    else _hak_mid_free(p, (unsigned)c);            /* pushes, spilling first if full */
     return;
   }
   if (_hak_large_free(p, call)) return;

@@ -84,7 +84,8 @@ static void ring_return(struct hak_heap *h, unsigned c, void **items, unsigned n
   _hak_slab_return(h, c, items[0]);
 }
 
-/* HAK_SLOW: the ring of class c is empty (or the thread has no heap yet). */
+/* HAK_SLOW: pops the ring of class c, refilling it first when it is empty
+ * (and creating the thread's heap on its first use). */
 void *_hak_mid_alloc(unsigned c) {
   struct hak_heap *h = _hak_heap_get();
   if (!h || !h->ring[c].items) { errno = ENOMEM; return NULL; }
@@ -104,7 +105,8 @@ void *_hak_mid_alloc(unsigned c) {
   return b;
 }
 
-/* HAK_SLOW: the ring of class c is full (or the thread has no heap). */
+/* HAK_SLOW: pushes onto the ring of class c, spilling its older half first
+ * when it is full (or sends the block home when the thread has no heap). */
 void _hak_mid_free(void *p, unsigned c) {
   struct hak_heap *h = _hak_tls.heap;
   if (!h && !_hak_tls.exited) h = _hak_heap_get();
