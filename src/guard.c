@@ -135,7 +135,7 @@ static size_t libc_block_usable(uintptr_t a) {
 /* Why p is not a block start, when it lies in memory hakmem knows. */
 static const char *describe(const void *p, char *buf, size_t len) {
   uintptr_t a = (uintptr_t)p;
-  unsigned slot = (unsigned)(a >> HAK_REGION_SHIFT) & (HAK_REGION_SLOTS - 1);
+  unsigned slot = hak_map_slot(a);
   if (a < hak_map_end(slot)) {
     const struct hak_region *r = _hak_map.region[slot];
     uint32_t size = _hak_classes[r->cls].size;

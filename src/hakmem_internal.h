@@ -455,17 +455,23 @@ void   _hak_free_front(void *p, unsigned c);
 #else
 #define HAK_RACY_LOAD(x) (x)
 #endif
+HAK_FAST unsigned hak_map_slot(uintptr_t a) {
+  return (unsigned)(a >> HAK_REGION_SHIFT) & (HAK_REGION_SLOTS - 1);
+}
 HAK_FAST uint64_t hak_map_end(unsigned slot) { return HAK_RACY_LOAD(_hak_map.end[slot]); }
 HAK_FAST uint64_t hak_map_magic(unsigned slot) { return HAK_RACY_LOAD(_hak_map.magic[slot]); }
 
+/* Is a the start of a block in a class region? *slot is its map slot. */
+HAK_FAST bool hak_map_is_block(uintptr_t a, unsigned *slot) {
+  *slot = hak_map_slot(a);
+  uint64_t magic = hak_map_magic(*slot);
+  return a < hak_map_end(*slot) && (uint64_t)(uint32_t)a * magic < magic;
+}
+
 /* The class of p when p is the start of a block in a class region, else -1. */
 HAK_FAST int hak_block_class(const void *p) {
-  uintptr_t a = (uintptr_t)p;
-  unsigned slot = (unsigned)(a >> HAK_REGION_SHIFT) & (HAK_REGION_SLOTS - 1);
-  uint64_t magic = hak_map_magic(slot);
-  if (a < hak_map_end(slot) && (uint64_t)(uint32_t)a * magic < magic)
-    return _hak_map.cls[slot];
-  return -1;
+  unsigned slot;
+  return hak_map_is_block((uintptr_t)p, &slot) ? _hak_map.cls[slot] : -1;
 }
 
 /* HAK_FAST for the mid tiers: pop and push a ring; NULL / false when the
@@ -519,10 +525,8 @@ HAK_FAST void *hak_malloc_inline(size_t n) {
  * region, not already free — cost one compare each; anything else (mid
  * classes, full list, Large, foreign, bad pointers) is _hak_free_slow. */
 HAK_FAST void hak_free_inline(void *p) {
-  uintptr_t a = (uintptr_t)p;
-  unsigned slot = (unsigned)(a >> HAK_REGION_SHIFT) & (HAK_REGION_SLOTS - 1);
-  uint64_t magic = hak_map_magic(slot);
-  if (HAK_LIKELY(a < hak_map_end(slot) && (uint64_t)(uint32_t)a * magic < magic)) {
+  unsigned slot;
+  if (HAK_LIKELY(hak_map_is_block((uintptr_t)p, &slot))) {
     size_t c = _hak_map.cls[slot];
     void **b = (void **)p;
     void *key = (void *)_hak_free_key;

@@ -188,7 +188,7 @@ void _hak_region_release_slab(struct hak_slab *s) {
 /* The slab holding block address a of class cls (a already validated). */
 struct hak_slab *_hak_region_slab_of(uintptr_t a, unsigned cls) {
   const struct hak_class *k = &_hak_classes[cls];
-  struct hak_region *r = _hak_map.region[(a >> HAK_REGION_SHIFT) & (HAK_REGION_SLOTS - 1)];
+  struct hak_region *r = _hak_map.region[hak_map_slot(a)];
   uint64_t off = a - r->base;
   uint64_t ss_index = off / k->ss_bytes;
   struct hak_superslab *ss = r->dir[ss_index];
