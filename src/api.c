@@ -8,9 +8,7 @@
 /* ---- routing ------------------------------------------------------------------ */
 /* A block of class c for an aligned request (the class was chosen so that
  * every block of it is aligned enough). */
-static void *class_alloc(unsigned c) {
-  return c < HAK_NTINY ? _hak_tiny_alloc_slow(c) : _hak_mid_alloc(c);   /* both pop first */
-}
+static void *class_alloc(unsigned c) { return _hak_front_alloc_slow(c); }   /* pops first */
 
 static void *route_alloc(size_t n) {
   if (n <= HAK_MID_MAX) return class_alloc(_hak_class_of_size(n));
@@ -38,13 +36,12 @@ static int live_class(void *p, const char *call) {
   return c;
 }
 
-/* A valid, not-free block the inline free could not take: a full Tiny list
- * (its credit went from 0 to -1), a full ring, or a thread with no heap. */
+/* A valid, not-free block the inline free could not take: a full list
+ * (its credit went from 0 to -1) or a thread with no heap. */
 void _hak_free_front(void *p, unsigned c) {
   _hak_purge_tick();
-  if (c >= HAK_NTINY) { _hak_mid_free(p, c); return; }
   _hak_tls.credit[c] = 0;
-  _hak_tiny_free_slow(p, c);
+  _hak_front_free_slow(p, c);
 }
 
 /* HAK_SLOW: every free the inline path could not take. */
@@ -55,8 +52,7 @@ void _hak_free_slow(void *p, const char *call) {
   _hak_purge_tick();
   int c = live_class(p, call);
   if (c >= 0) {
-    if (c < HAK_NTINY) _hak_tiny_free_slow(p, (unsigned)c);
-    else _hak_mid_free(p, (unsigned)c);            /* pushes, spilling first if full */
+    _hak_front_free_slow(p, (unsigned)c);          /* pushes, spilling first if full */
     return;
   }
   if (_hak_large_free(p, call)) return;
@@ -172,7 +168,7 @@ HAK_API int hak_malloc_trim(size_t pad) {
   struct hak_heap *h = _hak_tls.heap;
   if (h) {
     _hak_heap_flush(h);
-    _hak_tiny_heap_init(h);
+    _hak_front_heap_init(h);
   }
   size_t released = _hak_slab_purge(true) + _hak_large_trim();
   return released > 0;

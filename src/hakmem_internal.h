@@ -6,8 +6,9 @@
  *   region.c   class regions, SuperSlabs and the ownership map
  *   slab.c     the slab engine: size classes, slabs, remote frees, the shared
  *              pool (central lists), refill and flush in batches, adoption
- *   tiny.c     Tiny front (<= 2 KiB): per-thread free lists and the warm pool
- *   mid.c      L2 / L2.5 fronts (2 KiB .. 1 MiB): per-thread rings
+ *   front.c    the thread front of every slab class (Tiny, L2, L2.5): per-thread
+ *              LIFO free lists with a capacity, refilled and spilled in batches
+ *   mid.c      the L2 / L2.5 pools' ring capacities (per pool, per class)
  *   large.c    Large blocks (> 1 MiB): one mapping each, a cache of mappings
  *   thread.c   per-thread heaps: creation, exit (flush + abandon), fork, init
  *   options.c  the options table (HAKMEM_* environment)
@@ -85,9 +86,9 @@ struct hak_class {
   uint8_t  tier;          /* enum hak_tier                                     */
 };
 extern struct hak_class _hak_classes[HAK_NCLS];
-extern uint8_t _hak_tiny_class_of[HAK_TINY_MAX / 16 + 1];   /* by (n + 15) >> 4 */
-#define HAK_MID_GRAIN 256u                                     /* classes above 2 KiB are multiples */
-extern uint8_t _hak_mid_class_of[HAK_MID_MAX / HAK_MID_GRAIN + 1]; /* by (n + 255) / 256 */
+/* The class of every size up to HAK_MID_MAX, by (n + 15) >> 4 (64 KiB; only
+ * the lines of the sizes a program uses are ever read). */
+extern uint8_t _hak_class_of[HAK_MID_MAX / 16 + 1];
 
 /* ---- the ownership map ------------------------------------------------- */
 /* The address space is cut into 4 GiB slots. A slot that holds a class
@@ -272,46 +273,42 @@ extern struct hak_gauges _hak_gauges;
 
 /* ---- per-thread state ---------------------------------------------------- */
 /* The hot part, in initial-exec TLS: read by the inline fast paths.
- * head[c] is the Tiny free list of class c (blocks linked through word 0,
- * word 1 holds _hak_free_key while free); credit[c] is how many more blocks
- * the list may take (for non-Tiny classes a huge negative number once the
- * heap exists, so their frees go to the rings and never reach 0).
- * Invariant: |head[c]| + credit[c] == tiny cap of c, once the heap exists,
- * outside the moment between a fast free finding no credit and the slow
- * path restoring credit[c] from -1 to 0. */
+ * The thread front of class c (every class below Large): head[c] is a LIFO
+ * list of free blocks linked through word 0 (word 1 holds _hak_free_key
+ * while free) and credit[c] is how many more blocks it may take.
+ * Invariant: |head[c]| + credit[c] == heap->cap[c] once the heap
+ * exists, outside the moment between a fast free finding no credit and the
+ * slow path restoring credit[c] from -1 to 0. Before the heap exists, and
+ * after the thread's exit flush, head[c] == NULL and credit[c] == 0, so
+ * both fast paths fall through to their slow paths. */
 struct hak_tls {
-  void *head[HAK_NTINY];
-  int64_t credit[HAK_NCLS];
-#if HAK_FAST_STATS
-  uint64_t fast_hits[HAK_NCLS];
-  uint64_t fast_frees[HAK_NCLS];
-#endif
+  void *head[HAK_NCLS];
+  int32_t credit[HAK_NCLS];
   struct hak_heap *heap;             /* NULL until the thread's first slow path */
   bool exited;                       /* its heap was flushed at thread exit     */
 };
 extern __thread struct hak_tls _hak_tls __attribute__((tls_model("initial-exec")));
+/* A dlopen()ed libhakmem gets its initial-exec TLS from the few hundred bytes
+ * glibc keeps spare for that (test_foreign.sh does it). */
+_Static_assert(sizeof(struct hak_tls) <= 1024, "keep the thread front's TLS small");
 
 #define HAK_WARM_MAX 32                /* build maximum of the warm pool cap    */
-/* L2 / L2.5 front of one class. Invariant: top <= cap <= the pool's build
- * capacity; items[0..top) are free blocks of the class, word 1 = key. */
-struct hak_ring {
-  uint16_t top, cap;
-  void **items;                        /* [build cap of the pool]               */
-};
-_Static_assert(sizeof(struct hak_ring) == 16, "rings are indexed by shift");
 
 /* The cold part: one heap per thread, from the metadata arena, reused after
  * the thread exits. */
 struct hak_heap {
+  /* Front capacities, grown on slow paths only. Invariants: cap[c] <= the
+   * class's maximum (_hak_front_cap); cap_bytes == the sum of cap[c] * size
+   * <= the thread budget (HAKMEM_THREAD_CACHE_KB). */
+  uint16_t cap[HAK_NCLS];
+  size_t cap_bytes;
   struct hak_slab *cur[HAK_NCLS];              /* slab feeding the front    */
   struct hak_slab *warm[HAK_NTINY][HAK_WARM_MAX]; /* Tiny warm pool: partly free slabs */
   uint8_t warm_n[HAK_NTINY];
-  struct hak_ring ring[HAK_NCLS];              /* mid classes only          */
   struct hak_stats stats;
   struct hak_heap *next_all;                   /* registry of all heaps     */
   struct hak_heap *next_free;                  /* free heaps, for reuse     */
   bool live;
-  void *ring_storage;
 };
 
 /* ---- os.c ------------------------------------------------------------------ */
@@ -352,21 +349,17 @@ void     _hak_slab_fork_child(void);
 size_t   _hak_slab_purge(bool force);       /* force: everything, now   */
 void     _hak_purge_tick(void);             /* slow paths call it       */
 
-/* ---- tiny.c ---------------------------------------------------------------- */
-void *_hak_tiny_alloc_slow(unsigned c);
-void  _hak_tiny_free_slow(void *p, unsigned c);
-void  _hak_tiny_heap_init(struct hak_heap *h);
-void  _hak_tiny_heap_flush(struct hak_heap *h);
-unsigned _hak_tiny_cap(unsigned c);
-void  _hak_tiny_init(void);
+/* ---- front.c -------------------------------------------------------------- */
+void *_hak_front_alloc_slow(unsigned c);          /* list empty, or no heap yet   */
+void  _hak_front_free_slow(void *p, unsigned c);  /* list full, or no heap yet    */
+void  _hak_front_heap_init(struct hak_heap *h);
+void  _hak_front_heap_flush(struct hak_heap *h);
+unsigned _hak_front_cap(unsigned c);
+size_t _hak_front_max_bytes(unsigned first, unsigned last);  /* classes [first, last) */
+void  _hak_front_init(void);                      /* after the options           */
 
 /* ---- mid.c ----------------------------------------------------------------- */
-void *_hak_mid_alloc(unsigned c);                 /* ring empty or no heap */
-void  _hak_mid_free(void *p, unsigned c);         /* ring full or no heap  */
-void  _hak_mid_heap_init(struct hak_heap *h);
-void  _hak_mid_heap_flush(struct hak_heap *h);
-unsigned _hak_mid_ring_max(unsigned c);
-size_t _hak_mid_ring_bytes(void);
+unsigned _hak_mid_ring_cap(unsigned c);           /* from the build and options   */
 
 /* ---- large.c --------------------------------------------------------------- */
 void  *_hak_large_alloc(size_t n, size_t align, bool zero);
@@ -396,7 +389,8 @@ void   _hak_heaps_visit(hak_heap_visit_fn fn, void *arg); /* registry lock held 
   X(WARM_POOL_STATS,  0, 0, 1,     "1: print the warm pool per class at exit") \
   X(WARM_POOL_CAP,   16, 1, HAK_WARM_MAX, "slabs kept per class in the Tiny warm pool") \
   X(WARM_POOL_PREFILL, 3, 0, 16,   "extra slabs loaded when the warm pool runs empty") \
-  X(TINY_CACHE_KB,   64, 4, 1024,  "KiB a Tiny free list may hold per class and thread (64 to 1024 blocks)") \
+  X(TINY_CACHE_KB,   64, 4, 1024,  "KiB a Tiny free list may grow to per class and thread (64 to 1024 blocks)") \
+  X(THREAD_CACHE_KB, 4096, 64, 1048576, "KiB of free blocks the lists of one thread may hold, all classes together") \
   X(L2_RING_CAP,     POOL_L2_RING_CAP, 1, POOL_L2_RING_CAP, "L2 ring capacity per class (lowers the build's)") \
   X(L25_RING_CAP,    POOL_L25_RING_CAP, 1, POOL_L25_RING_CAP, "L2.5 ring capacity per class (lowers the build's)") \
   X(L2_RING_CAPS,     0, 0, 0,     "per-class L2 ring capacities, comma-separated from the smallest class (0: the pool's)") \
@@ -474,77 +468,49 @@ HAK_FAST int hak_block_class(const void *p) {
   return hak_map_is_block((uintptr_t)p, &slot) ? _hak_map.cls[slot] : -1;
 }
 
-/* HAK_FAST for the mid tiers: pop and push a ring; NULL / false when the
- * ring is empty / full, which _hak_mid_alloc / _hak_mid_free handle. */
-HAK_FAST void *hak_ring_pop(struct hak_heap *h, unsigned c) {
-  struct hak_ring *r = &h->ring[c];
-  if (HAK_UNLIKELY(!r->top)) return NULL;
-  void **b = r->items[--r->top];
-  b[1] = NULL;
-#if HAK_FAST_STATS
-  _hak_tls.fast_hits[c]++;
-#endif
-  return b;
-}
-
-HAK_FAST bool hak_ring_push(struct hak_heap *h, size_t c, void *p) {
-  struct hak_ring *r = &h->ring[c];
-  if (HAK_UNLIKELY(r->top >= r->cap)) return false;
-  ((void **)p)[1] = (void *)_hak_free_key;
-  r->items[r->top++] = p;
-#if HAK_FAST_STATS
-  _hak_tls.fast_frees[c]++;
-#endif
-  return true;
-}
-
-/* HAK_FAST malloc: pop the Tiny free list of the class. One branch besides
- * the size test; everything else is _hak_malloc_slow. */
+/* HAK_FAST malloc: pop the thread front's list of the class. One branch
+ * besides the size test; everything else is _hak_malloc_slow. */
 HAK_FAST void *hak_malloc_inline(size_t n) {
-  if (HAK_LIKELY(n <= HAK_TINY_MAX)) {
-    unsigned c = _hak_tiny_class_of[(n + 15) >> 4];
+  if (HAK_LIKELY(n <= HAK_MID_MAX)) {
+    unsigned c = _hak_class_of[(n + 15) >> 4];
     void **b = (void **)_hak_tls.head[c];
     if (HAK_LIKELY(b != NULL)) {
       _hak_tls.head[c] = b[0];
       _hak_tls.credit[c]++;
       b[1] = NULL;                            /* not free any more */
 #if HAK_FAST_STATS
-      _hak_tls.fast_hits[c]++;
+      _hak_tls.heap->stats.hits[c]++;         /* a list holds blocks only once the heap exists */
 #endif
       return b;
     }
-  } else if (HAK_LIKELY(n <= HAK_MID_MAX && _hak_tls.heap)) {   /* L2 / L2.5 */
-    void *b = hak_ring_pop(_hak_tls.heap, _hak_mid_class_of[(n + HAK_MID_GRAIN - 1) / HAK_MID_GRAIN]);
-    if (HAK_LIKELY(b != NULL)) return b;
   }
   return _hak_malloc_slow(n);
 }
 
-/* HAK_FAST free: a Tiny block (any thread's) goes on this thread's list of
- * its class while the list has credit. The checks — block start in a class
- * region, not already free — cost one compare each; anything else (mid
- * classes, full list, Large, foreign, bad pointers) is _hak_free_slow. */
+/* HAK_FAST free: a block of any class below Large (any thread's) goes on
+ * this thread's list of its class while the list has credit. The checks —
+ * block start in a class region, not already free — cost one compare each;
+ * anything else (full list, Large, foreign, bad pointers) goes to a slow
+ * path. */
 HAK_FAST void hak_free_inline(void *p) {
   unsigned slot;
   if (HAK_LIKELY(hak_map_is_block((uintptr_t)p, &slot))) {
-    size_t c = _hak_map.cls[slot];
+    unsigned c = _hak_map.cls[slot];
     void **b = (void **)p;
     void *key = (void *)_hak_free_key;
     if (HAK_LIKELY(b[1] != key)) {
-      /* credit goes to -1 when the list is full (always, for non-Tiny
-       * classes); _hak_free_front puts it back to 0. */
+      /* credit goes to -1 when the list is full; the slow path puts it
+       * back to 0. */
       if (HAK_LIKELY(--_hak_tls.credit[c] >= 0)) {
         b[0] = _hak_tls.head[c];
         b[1] = key;
         _hak_tls.head[c] = b;
 #if HAK_FAST_STATS
-        _hak_tls.fast_frees[c]++;
+        _hak_tls.heap->stats.frees[c]++;
 #endif
         return;
       }
-      struct hak_heap *h = _hak_tls.heap;
-      if (HAK_LIKELY(c >= HAK_NTINY && h && hak_ring_push(h, c, p))) return;   /* L2 / L2.5 */
-      _hak_free_front(p, (unsigned)c);
+      _hak_free_front(p, c);
       return;
     }
   }

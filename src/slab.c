@@ -6,8 +6,7 @@
 #include "hakmem_internal.h"
 
 struct hak_class _hak_classes[HAK_NCLS];
-uint8_t _hak_tiny_class_of[HAK_TINY_MAX / 16 + 1];
-uint8_t _hak_mid_class_of[HAK_MID_MAX / HAK_MID_GRAIN + 1];
+uint8_t _hak_class_of[HAK_MID_MAX / 16 + 1];
 struct hak_pool _hak_pools[HAK_NCLS];
 
 /* Block sizes: four classes per doubling (at most 25% apart), plus the L2
@@ -32,7 +31,7 @@ static const uint32_t class_sizes[HAK_NCLS] = {
 #endif
 
 _Static_assert(sizeof class_sizes / sizeof class_sizes[0] == HAK_NCLS, "class table size");
-_Static_assert(HAK_COLOR_PAD % HAK_MID_GRAIN == 0, "the mid lookup table must see every class exactly");
+_Static_assert(HAK_COLOR_PAD % 16 == 0, "class sizes are multiples of 16, so the lookup by (n + 15) >> 4 is exact");
 
 #define HAK_SLAB_TARGET   (64u * 1024)   /* slabs are at least this big ...   */
 #define HAK_SLAB_MIN_BLOCKS 4u           /* ... and hold at least 4 blocks    */
@@ -68,21 +67,14 @@ static void class_geometry(unsigned c) {
 void _hak_classes_init(void) {
   for (unsigned c = 0; c < HAK_NCLS; c++) class_geometry(c);
   unsigned c = 0;
-  for (unsigned g = 0; g <= HAK_TINY_MAX / 16; g++) {       /* n = 16 g */
+  for (unsigned g = 0; g <= HAK_MID_MAX / 16; g++) {        /* n = 16 g */
     while (_hak_classes[c].size < g * 16) c++;
-    _hak_tiny_class_of[g] = (uint8_t)c;
-  }
-  c = 0;
-  for (unsigned g = 0; g <= HAK_MID_MAX / HAK_MID_GRAIN; g++) {   /* n = grain * g */
-    while (_hak_classes[c].size < g * HAK_MID_GRAIN) c++;
-    _hak_mid_class_of[g] = (uint8_t)c;
+    HAK_ASSERT(_hak_classes[c].size % 16 == 0);
+    _hak_class_of[g] = (uint8_t)c;
   }
 }
 
-unsigned _hak_class_of_size(size_t n) {
-  if (n <= HAK_TINY_MAX) return _hak_tiny_class_of[(n + 15) >> 4];
-  return _hak_mid_class_of[(n + HAK_MID_GRAIN - 1) / HAK_MID_GRAIN];
-}
+unsigned _hak_class_of_size(size_t n) { return _hak_class_of[(n + 15) >> 4]; }
 
 /* The smallest class whose blocks hold n bytes and all start at a multiple
  * of align (regions are 4 GiB aligned, so that is: size % align == 0). */

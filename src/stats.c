@@ -33,21 +33,7 @@ static void stats_add(struct hak_stats *dst, const struct hak_stats *src) {
 #undef HAK_ADD_ARRAY
 }
 
-/* The fast-path counts live in this thread's TLS (FAST_STATS builds). */
-static void take_fast_counts(struct hak_stats *st) {
-#if HAK_FAST_STATS
-  for (unsigned c = 0; c < HAK_NCLS; c++) {
-    st->hits[c] += _hak_tls.fast_hits[c];
-    st->frees[c] += _hak_tls.fast_frees[c];
-    _hak_tls.fast_hits[c] = _hak_tls.fast_frees[c] = 0;
-  }
-#else
-  (void)st;
-#endif
-}
-
 void _hak_stats_merge_heap(struct hak_heap *h) {
-  take_fast_counts(&h->stats);
   hak_lock(&totals_lock);
   stats_add(&totals, &h->stats);
   hak_unlock(&totals_lock);
@@ -59,7 +45,6 @@ static void add_live_heap(struct hak_heap *h, void *arg) { stats_add(arg, &h->st
 /* Totals so far: exited threads plus live heaps (read without stopping
  * their threads: a report, not an invariant). */
 static void stats_snapshot(struct hak_stats *out) {
-  if (_hak_tls.heap) take_fast_counts(&_hak_tls.heap->stats);
   hak_lock(&totals_lock);
   *out = totals;
   hak_unlock(&totals_lock);
@@ -85,8 +70,9 @@ static void report_text(int fd, const struct hak_stats *st) {
           (long long)gauge(&_hak_gauges.bytes_in_use) >> 10, (long long)gauge(&_hak_gauges.bytes_in_use_peak) >> 10,
           (long long)gauge(&_hak_gauges.bytes_large_cached) >> 10, (long long)gauge(&_hak_gauges.bytes_purged) >> 10,
           (long long)gauge(&_hak_gauges.purge_calls));
-  _hak_guard_printf(fd, "  thread front state: %zu KiB of ring arrays and %zu B of Tiny list heads per thread\n",
-                    _hak_mid_ring_bytes() >> 10, sizeof(struct hak_tls));
+  _hak_guard_printf(fd, "  thread front: %zu B of list heads and credits per thread (TLS); a thread caches at most %zu KiB of Tiny blocks and %zu KiB in its L2 / L2.5 rings\n",
+                    sizeof(struct hak_tls), _hak_front_max_bytes(0, HAK_NTINY) >> 10,
+                    _hak_front_max_bytes(HAK_NTINY, HAK_NCLS) >> 10);
   _hak_guard_printf(fd, "  superslabs:");
   for (unsigned s = 0; s < HAK_SS_NSTATES; s++)
     _hak_guard_printf(fd, " %s %lld", ss_state_names[s], (long long)gauge(&_hak_gauges.ss_count[s]));
@@ -137,8 +123,9 @@ static void report_json(int fd, const struct hak_stats *st) {
           (long long)gauge(&_hak_gauges.bytes_in_use), (long long)gauge(&_hak_gauges.bytes_in_use_peak),
           (long long)gauge(&_hak_gauges.bytes_large_cached), (long long)gauge(&_hak_gauges.bytes_purged),
           (long long)gauge(&_hak_gauges.purge_calls));
-  _hak_guard_printf(fd, ",\n  \"ring_bytes_per_thread\": %zu,\n  \"tls_bytes_per_thread\": %zu",
-                    _hak_mid_ring_bytes(), sizeof(struct hak_tls));
+  _hak_guard_printf(fd, ",\n  \"tls_bytes_per_thread\": %zu,\n  \"tiny_cache_max_bytes_per_thread\": %zu,\n"
+                    "  \"ring_max_bytes_per_thread\": %zu", sizeof(struct hak_tls),
+                    _hak_front_max_bytes(0, HAK_NTINY), _hak_front_max_bytes(HAK_NTINY, HAK_NCLS));
   _hak_guard_printf(fd, ",\n  \"superslabs\": {");
   for (unsigned s = 0; s < HAK_SS_NSTATES; s++)
     _hak_guard_printf(fd, "%s\"%s\": %lld", s ? ", " : "", ss_state_names[s], (long long)gauge(&_hak_gauges.ss_count[s]));

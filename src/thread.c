@@ -44,7 +44,7 @@ void _hak_init(void) {
   }
   _hak_classes_init();
   _hak_options_init();
-  _hak_tiny_init();
+  _hak_front_init();
   _hak_free_key = make_free_key();
   pthread_key_create(&heap_key, thread_exit);
   atomic_store_explicit(&init_state, 2, memory_order_release);
@@ -68,8 +68,7 @@ static struct hak_heap *heap_create(void) {
   if (h) h->live = true;
   hak_unlock(&heaps_lock);
   if (!h) return NULL;
-  _hak_tiny_heap_init(h);
-  _hak_mid_heap_init(h);
+  _hak_front_heap_init(h);
   _hak_tls.heap = h;
   _hak_tls.exited = false;
   pthread_setspecific(heap_key, h);
@@ -81,12 +80,11 @@ struct hak_heap *_hak_heap_get(void) {
   return HAK_LIKELY(h != NULL) ? h : heap_create();
 }
 
-/* Everything h caches goes back: Tiny lists and rings to their slabs, then
+/* Everything h caches goes back: the front's lists to their slabs, then
  * the current and warm slabs are detached (released when empty, else left to
- * the shared pool). The Tiny lists are left without credit. */
+ * the shared pool). The lists are left without credit. */
 void _hak_heap_flush(struct hak_heap *h) {
-  _hak_tiny_heap_flush(h);
-  _hak_mid_heap_flush(h);
+  _hak_front_heap_flush(h);
   for (unsigned c = 0; c < HAK_NCLS; c++) {
     if (h->cur[c]) { _hak_slab_detach(h, h->cur[c]); h->cur[c] = NULL; }
     if (c < HAK_NTINY)

@@ -1,7 +1,8 @@
-/* The L2 / L2.5 rings: LIFO order, capacity per pool and per class at run
- * time (clamped to the build's), spill of the older half when full, refill
- * of a batch when empty, and mid blocks freed by another
- * thread. Each configuration runs in a child started with its environment
+/* The L2 / L2.5 rings (the thread front's lists of the mid classes): LIFO
+ * order, capacities that start small and grow to the pool's or the class's
+ * run-time cap (clamped to the build's), the thread's byte budget, spills
+ * of half when full, refills of a batch when empty, and mid blocks freed by
+ * another thread. Each configuration runs in a child started with its environment
  * (options are read once, at start-up). */
 #include "testing.h"
 #include "hakmem_internal.h"
@@ -13,33 +14,48 @@
 
 #define KiB 1024u
 
-static struct hak_ring *ring_of(size_t n) {
-  return &_hak_tls.heap->ring[_hak_class_of_size(n)];
+/* Blocks in the ring of class c: its current capacity less its credit. */
+static unsigned ring_len(unsigned c) {
+  unsigned len = _hak_tls.heap->cap[c] - (unsigned)_hak_tls.credit[c];
+  unsigned walked = 0;
+  for (void **b = _hak_tls.head[c]; b; b = b[0]) walked++;
+  CHECKF(walked == len, "C%u: %u blocks in the list, capacity less credit says %u", c, walked, len);
+  return len;
 }
 
-/* Frees k blocks into an empty ring: it holds at most its capacity, every
- * overflow spills (counted), and allocation pops the last block freed. */
+/* Allocates and frees K blocks: the ring grows to its capacity, holds at
+ * most that, every overflow beyond it spills (counted), allocation pops the
+ * last block freed, and an empty ring refills with one batch. */
 static void check_push_pop(size_t n, unsigned want_cap) {
   enum { K = 200 };
   static void *blocks[K];
   unsigned c = _hak_class_of_size(n);
+  unsigned cap = _hak_front_cap(c);
+  CHECKF(cap == want_cap, "%zu B: cap %u, want %u", n, cap, want_cap);
   for (int i = 0; i < K; i++) blocks[i] = hak_malloc(n);
-  struct hak_ring *r = ring_of(n);
-  CHECKF(r->cap == want_cap, "%zu B: cap %u, want %u", n, r->cap, want_cap);
+  CHECKF(_hak_tls.heap->cap[c] == cap, "%zu B: after %d mallocs the ring holds %u, want %u", n, K,
+         _hak_tls.heap->cap[c], cap);
+  while (ring_len(c)) { void *p = hak_malloc(n); CHECK(p != NULL); }
+  unsigned spills = (unsigned)_hak_tls.heap->stats.spills[c];
   for (int i = 0; i < K; i++) { memset(blocks[i], i, n); hak_free(blocks[i]); }
-  CHECKF(r->top <= r->cap && r->top > 0, "%zu B: top %u cap %u", n, r->top, r->cap);
-  CHECKF(_hak_tls.heap->stats.spills[c] > 0, "%zu B: no spill counted", n);
+  unsigned len = ring_len(c);
+  CHECKF(len <= cap && len > 0, "%zu B: %u blocks in a ring of %u", n, len, cap);
+  /* Every overflow spills cap - cap/2 blocks, so K frees into an empty ring
+   * spill this often: */
+  unsigned want_spills = K > cap ? (K - cap + (cap - cap / 2) - 1) / (cap - cap / 2) : 0;
+  CHECKF(_hak_tls.heap->stats.spills[c] - spills == want_spills, "%zu B: %u spills, want %u", n,
+         (unsigned)(_hak_tls.heap->stats.spills[c] - spills), want_spills);
   void *again = hak_malloc(n);
   CHECKF(again == blocks[K - 1], "%zu B: ring is not LIFO", n);
   hak_free(again);
-  while (r->top) { void *p = hak_malloc(n); CHECK(p != NULL); }
+  while (ring_len(c)) { void *p = hak_malloc(n); CHECK(p != NULL); }
   uint64_t misses = _hak_tls.heap->stats.misses[c];
   void *p = hak_malloc(n);                       /* empty: one refill */
   CHECK(p != NULL && _hak_tls.heap->stats.misses[c] == misses + 1);
   unsigned batch = 256 * KiB / _hak_classes[c].size;
-  if (batch > r->cap / 2) batch = r->cap / 2;
+  if (batch > cap / 2) batch = cap / 2;
   if (batch < 1) batch = 1;
-  CHECKF(r->top == batch - 1, "%zu B: refill left %u in the ring, want %u", n, r->top, batch - 1);
+  CHECKF(ring_len(c) == batch - 1, "%zu B: refill left %u in the ring, want %u", n, ring_len(c), batch - 1);
   hak_free(p);
 }
 
@@ -66,9 +82,38 @@ static void check_cross_thread(void) {
   CHECKF(grown <= (long)(POOL_L2_RING_CAP * 8 * KiB), "bytes in use grew by %ld after the other threads freed everything", grown);
 }
 
+/* A class's first refill takes half its start capacity (4 KiB of blocks). */
+static void check_start(void) {
+  unsigned c = _hak_class_of_size(512);
+  void *p = hak_malloc(512);
+  CHECKF(_hak_tls.heap->cap[c] == 4096 / 512, "512 B: start capacity %u, want 8", _hak_tls.heap->cap[c]);
+  CHECKF(ring_len(c) == 4096 / 512 / 2 - 1, "512 B: first refill left %u in the list, want 3", ring_len(c));
+  hak_free(p);
+}
+
+/* HAKMEM_THREAD_CACHE_KB=256: after freeing 3 MiB of mid blocks, the
+ * thread's lists hold at most 256 KiB; the rest went back to the slabs. */
+static void check_budget(void) {
+  enum { N = 100 };
+  static void *blocks[3][N];
+  static const size_t sizes[3] = { 8 * KiB, 12 * KiB, 16 * KiB };
+  long before = atomic_load(&_hak_gauges.bytes_in_use);
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < N; i++) { blocks[k][i] = hak_malloc(sizes[k]); memset(blocks[k][i], 1, sizes[k]); }
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < N; i++) hak_free(blocks[k][i]);
+  size_t held = 0;
+  for (unsigned c = 0; c < HAK_NCLS; c++) held += (size_t)ring_len(c) * _hak_classes[c].size;
+  CHECKF(_hak_tls.heap->cap_bytes <= 256 * KiB, "capacities add up to %zu B", _hak_tls.heap->cap_bytes);
+  CHECKF(held <= 256 * KiB, "the lists hold %zu B", held);
+  long grown = atomic_load(&_hak_gauges.bytes_in_use) - before;
+  CHECKF(grown <= (long)(256 * KiB), "bytes in use grew by %ld", grown);
+}
+
 static int run(const char *mode) {
   hak_free(hak_malloc(8 * KiB));                  /* the heap exists from here */
   if (!strcmp(mode, "default")) {
+    check_start();
     check_push_pop(8 * KiB, POOL_L2_RING_CAP);
     check_push_pop(100 * KiB, POOL_L25_RING_CAP);
     check_push_pop(1024 * KiB, 2);                /* bounded to 2 MiB of blocks */
@@ -76,6 +121,8 @@ static int run(const char *mode) {
   } else if (!strcmp(mode, "cap1")) {
     check_push_pop(8 * KiB, 1);
     check_push_pop(100 * KiB, 1);
+  } else if (!strcmp(mode, "budget")) {
+    check_budget();
   } else if (!strcmp(mode, "clamped")) {
     check_push_pop(8 * KiB, POOL_L2_RING_CAP);
   } else if (!strcmp(mode, "per-class")) {
@@ -102,9 +149,10 @@ static void in_child(const char *mode, const char *env1, const char *env2) {
 
 int main(int argc, char **argv) {
   if (argc > 1) return run(argv[1]);
-  in_child("default", "X=1", NULL);
+  in_child("default", "HAKMEM_THREAD_CACHE_KB=65536", NULL);   /* no budget limit here */
   in_child("cap1", "HAKMEM_L2_RING_CAP=1", "HAKMEM_L25_RING_CAP=1");
   in_child("clamped", "HAKMEM_L2_RING_CAP=100000", NULL);
+  in_child("budget", "HAKMEM_THREAD_CACHE_KB=256", NULL);
   in_child("per-class", "HAKMEM_L2_RING_CAPS=4,8,0", "HAKMEM_L25_RING_CAPS=3");
   TEST_END();
 }

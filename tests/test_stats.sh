@@ -17,7 +17,7 @@ ts = [threading.Thread(target=churn) for _ in range(4)]
 print(churn())'
 
 HAKMEM_STATS=1 LD_PRELOAD=$lib python3 -c "$work" >/dev/null 2>"$tmp/text" || fail "python3 under HAKMEM_STATS=1"
-for word in "statistics" "memory: mapped" "superslabs:" "remote_frees" "st2 warm" "ring arrays"; do
+for word in "statistics" "memory: mapped" "superslabs:" "remote_frees" "st2 warm" "in its L2 / L2.5 rings"; do
   grep -q "$word" "$tmp/text" || fail "text report lacks '$word'"
 done
 
@@ -28,7 +28,7 @@ s = json.load(open(sys.argv[1]))
 need = ["bytes_mapped", "bytes_mapped_peak", "bytes_in_use", "bytes_in_use_peak", "superslabs",
         "remote_frees", "threads_exited", "hits", "misses", "stage_current", "stage_warm",
         "stage_shared", "stage_fresh", "warm_hits", "warm_misses", "warm_prefills", "class_size",
-        "spills", "refills", "ring_bytes_per_thread", "tls_bytes_per_thread", "bytes_purged", "purge_calls"]
+        "spills", "refills", "tls_bytes_per_thread", "tiny_cache_max_bytes_per_thread", "ring_max_bytes_per_thread", "bytes_purged", "purge_calls"]
 missing = [k for k in need if k not in s]
 assert not missing, f"JSON lacks {missing}"
 assert s["bytes_mapped_peak"] >= s["bytes_mapped"] > 0, "bytes mapped"

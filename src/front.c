@@ -1,0 +1,166 @@
+/* front.c — the thread front of every slab class (Tiny, L2 and L2.5): per
+ * thread and class, a LIFO list of free blocks with a capacity (the hot part
+ * lives in _hak_tls, popped and pushed by the inline fast paths in
+ * hakmem_internal.h). This file is its slow path: an empty list refills from
+ * the slab engine in one batch, a full one spills half back in one batch,
+ * and thread exit returns everything.
+ *
+ * Capacities start at 0; the first refill of a class sets HAK_START_BYTES of
+ * blocks, and the capacity doubles each time the list runs empty under malloc, up to the class's maximum — Tiny classes
+ * HAKMEM_TINY_CACHE_KB of blocks (64 to 1024), L2 / L2.5 classes their
+ * pool's ring capacity (mid.c) — and each time a full list takes a free,
+ * while all the thread's capacities add up to at most HAKMEM_THREAD_CACHE_KB
+ * of blocks. So a class a thread uses little never carves more than a few
+ * KiB of fresh blocks, and a thread that stops allocating holds at most its
+ * budget. */
+#include "hakmem_internal.h"
+
+#include <errno.h>
+
+static uint16_t max_cap[HAK_NCLS], start_cap[HAK_NCLS];
+static size_t budget;                     /* bytes, from HAKMEM_THREAD_CACHE_KB */
+
+#define HAK_TINY_CAP_MIN 64u
+#define HAK_TINY_CAP_MAX 1024u
+#define HAK_START_BYTES  4096u          /* a list starts with this capacity ... */
+#define HAK_START_MIN    2u             /* ... and at least 2 blocks            */
+#define HAK_REFILL_BYTES (256u * 1024)  /* a refill batch holds at most this    */
+
+static unsigned tiny_cap(unsigned c) {
+  unsigned cap = (unsigned)(_hak_option(HAK_OPT_TINY_CACHE_KB) * 1024 / _hak_classes[c].size);
+  if (cap < HAK_TINY_CAP_MIN) cap = HAK_TINY_CAP_MIN;
+  if (cap > HAK_TINY_CAP_MAX) cap = HAK_TINY_CAP_MAX;
+  return cap;
+}
+
+/* Capacities from the options; at init, after them. */
+void _hak_front_init(void) {
+  budget = (size_t)_hak_option(HAK_OPT_THREAD_CACHE_KB) * 1024;
+  for (unsigned c = 0; c < HAK_NCLS; c++) {
+    unsigned cap = c < HAK_NTINY ? tiny_cap(c) : _hak_mid_ring_cap(c);
+    unsigned start = HAK_START_BYTES / _hak_classes[c].size;
+    if (start < HAK_START_MIN) start = HAK_START_MIN;
+    max_cap[c] = (uint16_t)cap;
+    start_cap[c] = (uint16_t)(start < cap ? start : cap);
+  }
+}
+
+unsigned _hak_front_cap(unsigned c) { return max_cap[c]; }
+
+/* Bytes of blocks a thread's lists of classes [first, last) may hold. */
+size_t _hak_front_max_bytes(unsigned first, unsigned last) {
+  size_t bytes = 0;
+  for (unsigned c = first; c < last; c++) bytes += (size_t)max_cap[c] * _hak_classes[c].size;
+  return bytes < budget ? bytes : budget;
+}
+
+/* Every list empty, with no capacity until the class is first used. */
+void _hak_front_heap_init(struct hak_heap *h) {
+  h->cap_bytes = 0;
+  for (unsigned c = 0; c < HAK_NCLS; c++) {
+    h->cap[c] = 0;
+    _hak_tls.credit[c] = 0;
+  }
+}
+
+static inline unsigned list_length(const void *list) {
+  unsigned n = 0;
+  for (void *const *b = list; b; b = b[0]) n++;
+  return n;
+}
+/* Debug builds: the invariants of the front of class c. */
+#define CHECK_FRONT(h, c) \
+  HAK_ASSERT(list_length(_hak_tls.head[c]) + (uint64_t)_hak_tls.credit[c] == (h)->cap[c] && \
+             (h)->cap[c] <= max_cap[c] && (h)->cap_bytes <= budget)
+
+/* The list of class c ran empty under malloc, or was full under free: its
+ * capacity goes from 0 to the start capacity, else doubles, within the
+ * class's maximum and the thread's budget. */
+static void grow(struct hak_heap *h, unsigned c) {
+  size_t size = _hak_classes[c].size;
+  unsigned cap = h->cap[c], want = cap ? 2 * cap : start_cap[c];
+  if (want > max_cap[c]) want = max_cap[c];
+  if (h->cap_bytes >= budget) return;
+  size_t room = (budget - h->cap_bytes) / size;
+  if (want - cap > room) want = cap + (unsigned)room;
+  h->cap[c] = (uint16_t)want;
+  h->cap_bytes += (want - cap) * size;
+  _hak_tls.credit[c] += (int32_t)(want - cap);
+}
+
+/* Blocks a refill takes: half the capacity, at most HAK_REFILL_BYTES. */
+static unsigned refill_batch(struct hak_heap *h, unsigned c) {
+  unsigned n = h->cap[c] / 2;
+  unsigned by_bytes = HAK_REFILL_BYTES / _hak_classes[c].size;
+  if (n > by_bytes) n = by_bytes;
+  return n ? n : 1;
+}
+
+/* HAK_SLOW: the list of class c is empty (or the thread has no heap yet). */
+void *_hak_front_alloc_slow(unsigned c) {
+  struct hak_heap *h = _hak_heap_get();
+  if (!h) { errno = ENOMEM; return NULL; }
+  void **b = _hak_tls.head[c];
+  if (!b) {
+    h->stats.misses[c]++;
+    grow(h, c);
+    void *chain;
+    unsigned n = _hak_slab_take(h, c, refill_batch(h, c), &chain);
+    if (!n) { errno = ENOMEM; return NULL; }
+    b = chain;
+    _hak_tls.head[c] = b[0];
+    _hak_tls.credit[c] -= (int32_t)(n - 1);
+  } else {
+    h->stats.hits[c]++;
+    _hak_tls.head[c] = b[0];
+    _hak_tls.credit[c]++;
+  }
+  b[1] = NULL;
+  CHECK_FRONT(h, c);
+  return b;
+}
+
+/* The list of class c is full: its newest cap - cap/2 blocks (at least one)
+ * go back to the slabs in one batch. (The newest, because they are the ones
+ * in cache, and slab_return walks them: spilling the older half instead cost
+ * the cross-thread producer/consumer benchmark 23%.) */
+static void spill(struct hak_heap *h, unsigned c) {
+  unsigned n = h->cap[c] - h->cap[c] / 2;
+  void **head = _hak_tls.head[c], **last = head;
+  for (unsigned i = 1; i < n; i++) last = last[0];
+  _hak_tls.head[c] = last[0];
+  last[0] = NULL;
+  _hak_slab_return(h, c, head);
+  _hak_tls.credit[c] += (int32_t)n;
+  h->stats.spills[c]++;
+}
+
+/* HAK_SLOW: a valid, not-free block whose list had no credit left (or the
+ * thread has no heap yet, or is exiting). */
+void _hak_front_free_slow(void *p, unsigned c) {
+  void **b = p;
+  struct hak_heap *h = _hak_tls.heap;
+  if (!h && !_hak_tls.exited) h = _hak_heap_get();
+  if (!h) { _hak_slab_free_home(c, p); return; }   /* exited, or no memory for a heap */
+  if (_hak_tls.credit[c] <= 0) {
+    grow(h, c);
+    if (!h->cap[c]) { _hak_slab_free_home(c, p); return; }   /* no budget for a list */
+    if (_hak_tls.credit[c] <= 0) spill(h, c);
+  }
+  _hak_tls.credit[c]--;
+  b[0] = _hak_tls.head[c];
+  b[1] = (void *)_hak_free_key;
+  _hak_tls.head[c] = b;
+  h->stats.frees[c]++;
+  CHECK_FRONT(h, c);
+}
+
+/* At thread exit: every list back to its slabs, no credit left. */
+void _hak_front_heap_flush(struct hak_heap *h) {
+  for (unsigned c = 0; c < HAK_NCLS; c++) {
+    void *list = _hak_tls.head[c];
+    _hak_tls.head[c] = NULL;
+    _hak_tls.credit[c] = 0;
+    if (list) _hak_slab_return(h, c, list);
+  }
+}
