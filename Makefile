@@ -4,7 +4,7 @@
 #   make bench           build everything and run the benchmark comparison (hakmem vs glibc and peers)
 #   make DEBUG=1         invariant checks on (build-debug/)
 #   make SAN=undefined   UBSan build (build-ubsan/); SAN=thread: TSan, hak_ API only (build-tsan/)
-#   make L2_RING=48 L25_RING=16   per-pool ring capacities (build maximums)
+#   make L2_RING=128 L25_RING=16  per-pool ring capacities (build maximums)
 #   make FAST_STATS=1    count fast-path hits too (on in DEBUG builds)
 #   make install PREFIX=/usr/local
 
@@ -14,7 +14,7 @@ PREFIX   ?= /usr/local
 DEBUG    ?= 0
 SAN      ?=
 FAST_STATS ?= $(DEBUG)
-L2_RING  ?= 48
+L2_RING  ?= 128
 L25_RING ?= 16
 
 ifeq ($(SAN),)

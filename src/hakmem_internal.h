@@ -48,7 +48,7 @@
 #define HAK_FAST_STATS 0
 #endif
 #ifndef POOL_L2_RING_CAP
-#define POOL_L2_RING_CAP 48
+#define POOL_L2_RING_CAP 128
 #endif
 #ifndef POOL_L25_RING_CAP
 #define POOL_L25_RING_CAP 16
@@ -137,6 +137,7 @@ struct hak_slab {
   uint8_t  state;                    /* enum hak_slab_state (pool lock)        */
   uint8_t  index;                    /* index in its SuperSlab                 */
   uint8_t  dirty;                    /* FREE, pages maybe resident (pool lock) */
+  uint8_t  recycled;                 /* was released since its SuperSlab was mapped */
   uint32_t freed_ms;                 /* when it became FREE (pool lock)        */
   uintptr_t start;                   /* first block                            */
   struct hak_slab *next;             /* shared partial list / SuperSlab free   */
@@ -267,6 +268,7 @@ struct hak_gauges {
   _Atomic int64_t bytes_large_peak;
   _Atomic int64_t ss_count[HAK_SS_NSTATES];
   _Atomic int64_t bytes_purged;
+  _Atomic int64_t bytes_reused;      /* released slabs and cached Large ranges handed out again */
   _Atomic int64_t purge_calls;
 };
 extern struct hak_gauges _hak_gauges;

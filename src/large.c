@@ -155,8 +155,9 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
     if (!p) { errno = ENOMEM; return NULL; }
     e = (struct large_entry){ (uintptr_t)p, bytes, 0 };
     _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, (int64_t)bytes);
-  } else if (zero) {
-    memset((void *)e.addr, 0, n);
+  } else {
+    atomic_fetch_add_explicit(&_hak_gauges.bytes_reused, (int64_t)e.bytes, memory_order_relaxed);
+    if (zero) memset((void *)e.addr, 0, n);
   }
   hak_lock(&large_lock);
   bool ok = table_insert(e.addr, e.bytes);

@@ -76,6 +76,7 @@ static struct hak_superslab *region_grow(struct hak_region *r) {
   for (int i = ss->nslabs - 1; i >= 0; i--) {
     ss->slabs[i].state = HAK_SLAB_FREE;
     ss->slabs[i].dirty = 0;
+    ss->slabs[i].recycled = 0;
     ss->slabs[i].next = ss->free_list;
     ss->free_list = &ss->slabs[i];
   }
@@ -159,6 +160,8 @@ struct hak_slab *_hak_region_fresh_slab(unsigned cls) {
   struct hak_slab *s = ss->free_list;
   ss->free_list = s->next;
   ss->free_slabs--;
+  if (s->recycled)
+    atomic_fetch_add_explicit(&_hak_gauges.bytes_reused, (int64_t)_hak_classes[cls].slab_bytes, memory_order_relaxed);
   s->state = HAK_SLAB_ACTIVE;
   s->dirty = 0;
   s->next = NULL;
@@ -175,6 +178,7 @@ void _hak_region_release_slab(struct hak_slab *s) {
   s->nfree = 0;
   s->carved = 0;
   s->dirty = 1;
+  s->recycled = 1;
   s->freed_ms = _hak_os_now_ms();
   s->next = ss->free_list;
   ss->free_list = s;

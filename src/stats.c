@@ -65,11 +65,11 @@ static bool class_active(const struct hak_stats *st, unsigned c) {
 
 static void report_text(int fd, const struct hak_stats *st) {
   _hak_guard_printf(fd, "hakmem %s statistics (pid %d)\n", HAKMEM_VERSION, (int)getpid());
-  _hak_guard_printf(fd, "  memory: mapped %lld KiB (peak %lld), in use %lld KiB (peak %lld), large cache %lld KiB, purged %lld KiB in %lld calls\n",
+  _hak_guard_printf(fd, "  memory: mapped %lld KiB (peak %lld), in use %lld KiB (peak %lld), large cache %lld KiB, purged %lld KiB in %lld calls, reused %lld KiB\n",
           (long long)gauge(&_hak_gauges.bytes_mapped) >> 10, (long long)gauge(&_hak_gauges.bytes_mapped_peak) >> 10,
           (long long)gauge(&_hak_gauges.bytes_in_use) >> 10, (long long)gauge(&_hak_gauges.bytes_in_use_peak) >> 10,
           (long long)gauge(&_hak_gauges.bytes_large_cached) >> 10, (long long)gauge(&_hak_gauges.bytes_purged) >> 10,
-          (long long)gauge(&_hak_gauges.purge_calls));
+          (long long)gauge(&_hak_gauges.purge_calls), (long long)gauge(&_hak_gauges.bytes_reused) >> 10);
   _hak_guard_printf(fd, "  thread front: %zu B of list heads and credits per thread (TLS); a thread caches at most %zu KiB of Tiny blocks and %zu KiB in its L2 / L2.5 rings\n",
                     sizeof(struct hak_tls), _hak_front_max_bytes(0, HAK_NTINY) >> 10,
                     _hak_front_max_bytes(HAK_NTINY, HAK_NCLS) >> 10);
@@ -118,11 +118,11 @@ static void report_json(int fd, const struct hak_stats *st) {
           (int)getpid(), HAK_FAST_STATS ? "true" : "false");
   _hak_guard_printf(fd, ",\n  \"bytes_mapped\": %lld,\n  \"bytes_mapped_peak\": %lld,\n  \"bytes_in_use\": %lld,\n"
               "  \"bytes_in_use_peak\": %lld,\n  \"bytes_large_cached\": %lld,\n  \"bytes_purged\": %lld,\n"
-              "  \"purge_calls\": %lld",
+              "  \"purge_calls\": %lld,\n  \"bytes_reused\": %lld",
           (long long)gauge(&_hak_gauges.bytes_mapped), (long long)gauge(&_hak_gauges.bytes_mapped_peak),
           (long long)gauge(&_hak_gauges.bytes_in_use), (long long)gauge(&_hak_gauges.bytes_in_use_peak),
           (long long)gauge(&_hak_gauges.bytes_large_cached), (long long)gauge(&_hak_gauges.bytes_purged),
-          (long long)gauge(&_hak_gauges.purge_calls));
+          (long long)gauge(&_hak_gauges.purge_calls), (long long)gauge(&_hak_gauges.bytes_reused));
   _hak_guard_printf(fd, ",\n  \"tls_bytes_per_thread\": %zu,\n  \"tiny_cache_max_bytes_per_thread\": %zu,\n"
                     "  \"ring_max_bytes_per_thread\": %zu", sizeof(struct hak_tls),
                     _hak_front_max_bytes(0, HAK_NTINY), _hak_front_max_bytes(HAK_NTINY, HAK_NCLS));
