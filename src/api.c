@@ -6,12 +6,8 @@
 #include <errno.h>
 
 /* ---- routing ------------------------------------------------------------------ */
-/* A block of class c for an aligned request (the class was chosen so that
- * every block of it is aligned enough). */
-static void *class_alloc(unsigned c) { return _hak_front_alloc_slow(c); }   /* pops first */
-
 static void *route_alloc(size_t n) {
-  if (n <= HAK_MID_MAX) return class_alloc(_hak_class_of_size(n));
+  if (n <= HAK_MID_MAX) return _hak_front_alloc_slow(_hak_class_of_size(n));   /* pops first */
   return _hak_large_alloc(n, 0, false);
 }
 
@@ -119,7 +115,7 @@ static void *aligned_alloc_pow2(size_t align, size_t n) {
   if (align <= HAK_MIN_ALIGN) return hak_malloc(n);
   if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   int c = _hak_class_for_aligned(n, align);
-  if (c >= 0) return class_alloc((unsigned)c);
+  if (c >= 0) return _hak_front_alloc_slow((unsigned)c);   /* every block of c is aligned enough */
   return _hak_large_alloc(n, align, false);
 }
 

@@ -45,7 +45,7 @@ void _hak_front_init(void) {
   }
 }
 
-unsigned _hak_front_cap(unsigned c) { return max_cap[c]; }
+unsigned _hak_front_max_cap(unsigned c) { return max_cap[c]; }
 
 /* Bytes of blocks a thread's lists of classes [first, last) may hold. */
 size_t _hak_front_max_bytes(unsigned first, unsigned last) {

@@ -300,7 +300,7 @@ _Static_assert(sizeof(struct hak_tls) <= 1024, "keep the thread front's TLS smal
  * the thread exits. */
 struct hak_heap {
   /* Front capacities, grown on slow paths only. Invariants: cap[c] <= the
-   * class's maximum (_hak_front_cap); cap_bytes == the sum of cap[c] * size
+   * class's maximum (_hak_front_max_cap); cap_bytes == the sum of cap[c] * size
    * <= the thread budget (HAKMEM_THREAD_CACHE_KB). */
   uint16_t cap[HAK_NCLS];
   size_t cap_bytes;
@@ -356,7 +356,7 @@ void *_hak_front_alloc_slow(unsigned c);          /* list empty, or no heap yet 
 void  _hak_front_free_slow(void *p, unsigned c);  /* list full, or no heap yet    */
 void  _hak_front_heap_init(struct hak_heap *h);
 void  _hak_front_heap_flush(struct hak_heap *h);
-unsigned _hak_front_cap(unsigned c);
+unsigned _hak_front_max_cap(unsigned c);
 size_t _hak_front_max_bytes(unsigned first, unsigned last);  /* classes [first, last) */
 void  _hak_front_init(void);                      /* after the options           */
 
@@ -393,8 +393,8 @@ void   _hak_heaps_visit(hak_heap_visit_fn fn, void *arg); /* registry lock held 
   X(WARM_POOL_PREFILL, 3, 0, 16,   "extra slabs loaded when the warm pool runs empty") \
   X(TINY_CACHE_KB,   64, 4, 1024,  "KiB a Tiny free list may grow to per class and thread (64 to 1024 blocks)") \
   X(THREAD_CACHE_KB, 4096, 64, 1048576, "KiB of free blocks the lists of one thread may hold, all classes together") \
-  X(L2_RING_CAP,     POOL_L2_RING_CAP, 1, POOL_L2_RING_CAP, "L2 ring capacity per class (lowers the build's)") \
-  X(L25_RING_CAP,    POOL_L25_RING_CAP, 1, POOL_L25_RING_CAP, "L2.5 ring capacity per class (lowers the build's)") \
+  X(L2_RING_CAP,     POOL_L2_RING_CAP, 1, POOL_L2_RING_CAP, "capacity an L2 ring may grow to, per class (lowers the build's)") \
+  X(L25_RING_CAP,    POOL_L25_RING_CAP, 1, POOL_L25_RING_CAP, "capacity an L2.5 ring may grow to, per class (lowers the build's)") \
   X(L2_RING_CAPS,     0, 0, 0,     "per-class L2 ring capacities, comma-separated from the smallest class (0: the pool's)") \
   X(L25_RING_CAPS,    0, 0, 0,     "per-class L2.5 ring capacities, comma-separated (0: the pool's)") \
   X(LARGE_CACHE_MB,  64, 0, 4096,  "MiB of freed Large mappings kept for reuse") \

@@ -30,7 +30,7 @@ static void check_push_pop(size_t n, unsigned want_cap) {
   enum { K = 200 };
   static void *blocks[K];
   unsigned c = _hak_class_of_size(n);
-  unsigned cap = _hak_front_cap(c);
+  unsigned cap = _hak_front_max_cap(c);
   CHECKF(cap == want_cap, "%zu B: cap %u, want %u", n, cap, want_cap);
   for (int i = 0; i < K; i++) blocks[i] = hak_malloc(n);
   CHECKF(_hak_tls.heap->cap[c] == cap, "%zu B: after %d mallocs the ring holds %u, want %u", n, K,
