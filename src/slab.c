@@ -317,18 +317,33 @@ void _hak_slab_free_home(unsigned c, void *p) {
  * malloc_trim and out of memory): no delay, nothing kept. */
 struct purge_policy { bool force; uint32_t now_ms, delay_ms; long keep; };
 
+/* A free slab whose pages may go now: dirty and free for the delay. */
+static bool purge_due(const struct hak_slab *s, const struct purge_policy *pp) {
+  return s->state == HAK_SLAB_FREE && s->dirty && (pp->force || pp->now_ms - s->freed_ms >= pp->delay_ms);
+}
+
+/* Purges ss's free slabs by runs of neighbours (due, or purged before), one
+ * madvise per run over the whole pages inside it: slabs of the colored
+ * classes are not page multiples, so purging slab by slab would leave the
+ * pages two free slabs share resident (about 6% of a 16 KiB class). */
 static size_t purge_superslab(struct hak_superslab *ss, const struct purge_policy *pp) {
   const struct hak_class *k = &_hak_classes[ss->cls];
   size_t released = 0;
-  for (unsigned i = 0; i < ss->nslabs; i++) {
-    struct hak_slab *s = &ss->slabs[i];
-    if (s->state != HAK_SLAB_FREE || !s->dirty) continue;
-    if (!pp->force && pp->now_ms - s->freed_ms < pp->delay_ms) continue;
-    uintptr_t from = (s->start + HAK_PAGE - 1) & ~(uintptr_t)(HAK_PAGE - 1);
-    uintptr_t to = (s->start + k->slab_bytes) & ~(uintptr_t)(HAK_PAGE - 1);
+  for (unsigned i = 0, j; i < ss->nslabs; i = j + 1) {
+    bool due = false;
+    for (j = i; j < ss->nslabs; j++) {
+      const struct hak_slab *s = &ss->slabs[j];
+      if (purge_due(s, pp)) due = true;
+      else if (s->state != HAK_SLAB_FREE || s->dirty) break;
+    }
+    if (!due) continue;
+    uintptr_t from = (ss->slabs[i].start + HAK_PAGE - 1) & ~(uintptr_t)(HAK_PAGE - 1);
+    uintptr_t to = (ss->slabs[j - 1].start + k->slab_bytes) & ~(uintptr_t)(HAK_PAGE - 1);
     if (to > from) _hak_os_purge((void *)from, to - from);
-    s->dirty = 0;
-    released += k->slab_bytes;
+    for (unsigned x = i; x < j; x++) {
+      if (ss->slabs[x].dirty) released += k->slab_bytes;
+      ss->slabs[x].dirty = 0;
+    }
   }
   return released;
 }

@@ -9,6 +9,8 @@
 #include "hakmem.h"
 
 #include <malloc.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -114,11 +116,51 @@ static void check_cycles_do_not_purge(void) {
   CHECKF(during < 40, "cycles purged %ld times: purging and refaulting every cycle", during);
 }
 
+/* A thread allocates and frees a peak, then blocks: malloc_trim(0) from
+ * another thread gives back everything but what that thread caches, which
+ * HAKMEM_THREAD_CACHE_KB bounds (default 4 MiB; its current and warm slabs
+ * add at most a few hundred KiB here). */
+#define THREAD_CACHE_KIB 4096L
+struct blocked { size_t size; sem_t freed, resume; };
+
+static void *peak_then_block(void *arg) {
+  struct blocked *b = arg;
+  size_t n;
+  void **blocks = peak_alloc(b->size, &n);
+  peak_free(blocks, n);
+  sem_post(&b->freed);
+  sem_wait(&b->resume);
+  return NULL;
+}
+
+static void check_blocked_thread(const char *what, size_t size) {
+  struct blocked b = { .size = size };
+  sem_init(&b.freed, 0, 0);
+  sem_init(&b.resume, 0, 0);
+  malloc_trim(0);
+  long base = proc_status_kib("VmRSS");
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, peak_then_block, &b) == 0);
+  sem_wait(&b.freed);
+  long high = proc_status_kib("VmRSS");
+  malloc_trim(0);
+  long trimmed = proc_status_kib("VmRSS");
+  sem_post(&b.resume);
+  pthread_join(t, NULL);
+  fprintf(stderr, "%s, blocked thread: RSS before %ld KiB, with its freed peak %ld, after trim %ld\n", what, base,
+          high, trimmed);
+  CHECKF(trimmed <= base + THREAD_CACHE_KIB + 1024, "%s: a blocked thread holds %ld KiB after malloc_trim",
+         what, trimmed - base);
+}
+
 int main(void) {
   check_tier("tiny 256 B", 256);
   check_tier("mid 16 KiB", 16384);
   check_tier("L2.5 200 KiB", 200000);
   check_tier("large 4 MiB", 4 * 1024 * 1024);
+  check_blocked_thread("tiny 256 B", 256);
+  check_blocked_thread("mid 16 KiB", 16384);
+  check_blocked_thread("L2.5 200 KiB", 200000);
   check_reuse_after_purge();
   check_cycles_do_not_purge();
   TEST_END();
