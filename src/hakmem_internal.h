@@ -435,7 +435,7 @@ void   _hak_guard_printf(int fd, const char *fmt, ...) __attribute__((format(pri
 /* ---- api.c ----------------------------------------------------------------- */
 void  *_hak_malloc_slow(size_t n);
 void   _hak_free_slow(void *p, const char *call);
-void   _hak_free_front(void *p, unsigned c);
+void   _hak_free_front(void *p);         /* a valid block whose list was full */
 
 /* ======================================================================= */
 /* Fast paths                                                                */
@@ -512,7 +512,7 @@ HAK_FAST void hak_free_inline(void *p) {
 #endif
         return;
       }
-      _hak_free_front(p, c);
+      _hak_free_front(p);
       return;
     }
   }
