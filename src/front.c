@@ -105,7 +105,8 @@ void *_hak_front_alloc_slow(unsigned c) {
     h->stats.misses[c]++;
     grow(h, c);
     void *chain;
-    unsigned n = _hak_slab_take(h, c, refill_batch(h, c), &chain);
+    unsigned batch = refill_batch(h, c), room = h->cap[c] > batch ? h->cap[c] : batch;
+    unsigned n = _hak_slab_take(h, c, batch, room, &chain);
     if (!n) { errno = ENOMEM; return NULL; }
     b = chain;
     _hak_tls.head[c] = b[0];

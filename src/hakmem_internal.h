@@ -339,7 +339,7 @@ void   _hak_region_prune_hot(struct hak_pool *pool);         /* pool lock held *
 void     _hak_classes_init(void);
 unsigned _hak_class_of_size(size_t n);               /* n <= HAK_MID_MAX      */
 int      _hak_class_for_aligned(size_t n, size_t align); /* -1: none          */
-unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, void **chain);
+unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain);
 void     _hak_slab_return(struct hak_heap *h, unsigned c, void *chain);
 void     _hak_slab_detach(struct hak_heap *h, struct hak_slab *s);
 void     _hak_slab_free_home(unsigned c, void *p);

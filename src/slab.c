@@ -111,11 +111,13 @@ static void collect_remote(struct hak_heap *h, struct hak_slab *s) {
 
 /* Moves up to want blocks of s onto *list: local free list, then remote
  * frees, then uncarved blocks. Every block leaves with word 1 = free key.
- * A whole local list that fits goes in one step, without a walk. */
-static unsigned slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, void **list) {
+ * A whole local list of at most room blocks goes in one step, without a
+ * walk: the blocks of a list that came back from another thread are in
+ * that thread's cache, and walking them costs a miss each. */
+static unsigned slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, unsigned room, void **list) {
   unsigned n = 0;
   if (!s->free && atomic_load_explicit(&s->xremote, memory_order_relaxed)) collect_remote(h, s);
-  if (!*list && s->free && s->nfree <= want) {
+  if (!*list && s->free && s->nfree <= room) {
     *list = s->free;
     n = s->nfree;
     s->free = NULL;
@@ -237,9 +239,10 @@ static struct hak_slab *next_slab(struct hak_heap *h, unsigned c) {
   return s;
 }
 
-/* Up to max blocks of class c for heap h's front, as a list linked through
+/* About max blocks of class c for heap h's front (more, up to room, when a
+ * slab's whole free list can go without a walk), as a list linked through
  * word 0 (each with word 1 = free key). Returns how many; 0 = out of memory. */
-unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, void **chain) {
+unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain) {
   unsigned got = 0;
   void *list = NULL;
   struct hak_slab *s = h->cur[c];
@@ -250,7 +253,7 @@ unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, void **cha
       if (!s) break;
       h->cur[c] = s;
     }
-    got += slab_pop(h, s, max - got, &list);
+    got += slab_pop(h, s, max - got, room - got, &list);
     if (got < max) {                    /* s is exhausted */
       h->cur[c] = NULL;
       _hak_slab_detach(h, s);
