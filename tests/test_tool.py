@@ -312,6 +312,28 @@ def check_bench_command(tmp):
           done.returncode == 2 and "unknown" in done.stderr)
 
 
+def check_trim_step(library):
+    """The trim step of `hakmem bench`: bench_trim once per allocator, one table row each."""
+    allocators = [tool.Allocator("glibc")] + ([tool.Allocator("hakmem", library)] if library else [])
+    trim = tool.run_trim(BENCH, allocators, True, 120)
+    rows = {row["allocator"]: row for row in trim["rows"]}
+    check("bench_trim ran under every allocator", all(r["status"] == "ok" for r in rows.values()),
+          str(trim["rows"]))
+    for name, row in rows.items():
+        if row["status"] != "ok":
+            continue
+        check(f"bench_trim under {name} reports the peak above the start",
+              row["rss_peak_kb"] > row["rss_before_kb"] + 50 * 1024, str(row))
+    if library and rows.get("hakmem", {}).get("status") == "ok":
+        row = rows["hakmem"]
+        check("hakmem gives the peak back at malloc_trim(0)",
+              row["rss_trimmed_kb"] < row["rss_before_kb"] + 10 * 1024 and row["trim_returned"] == 1,
+              str(row))
+    table = "\n".join(tool.trim_table(trim))
+    check("the trim table has a row per allocator",
+          all(f"| {a.name} |" in table for a in allocators) and "after malloc_trim(0)" in table, table)
+
+
 def main():
     check_statistics()
     check_parsing()
@@ -323,6 +345,7 @@ def main():
     if library:
         check_run_command(library)
         check_options_command()
+    check_trim_step(library)
     with tempfile.TemporaryDirectory() as tmp:
         check_ab_command(library, tmp)
         check_bench_command(tmp)
