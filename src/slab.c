@@ -33,6 +33,7 @@ static const uint32_t class_sizes[HAK_NCLS] = {
 _Static_assert(sizeof class_sizes / sizeof class_sizes[0] == HAK_NCLS, "class table size");
 _Static_assert(HAK_COLOR_PAD % 16 == 0, "class sizes are multiples of 16, so the lookup by (n + 15) >> 4 is exact");
 
+#define HAK_CARVE_BYTES   4096u          /* a Tiny refill carves at most this many bytes of fresh blocks */
 #define HAK_SLAB_TARGET   (64u * 1024)   /* slabs are at least this big ...   */
 #define HAK_SLAB_MIN_BLOCKS 4u           /* ... and hold at least 4 blocks    */
 #define HAK_SS_TARGET     (2u << 20)     /* SuperSlabs about 2 MiB            */
@@ -110,7 +111,11 @@ static void collect_remote(struct hak_heap *h, struct hak_slab *s) {
 }
 
 /* Moves up to want blocks of s onto *list: local free list, then remote
- * frees, then uncarved blocks. Every block leaves with word 1 = free key.
+ * frees, then uncarved blocks — for a Tiny class at most HAK_CARVE_BYTES of
+ * those per call (mimalloc extends a page by 4 KiB at a time), so a refill
+ * does not carve blocks the thread may never use: they would be resident.
+ * (Mid classes carve a whole batch: one block a refill cost mid_large_mt
+ * 25%.) Every block leaves with word 1 = free key.
  * A whole local list of at most room blocks goes in one step, without a
  * walk: the blocks of a list that came back from another thread are in
  * that thread's cache, and walking them costs a miss each. */
@@ -132,7 +137,9 @@ static unsigned slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, 
     n++;
   }
   const uint32_t size = _hak_classes[s->cls].size;
-  while (n < want && s->carved < s->capacity) {
+  unsigned carve = n < want ? want - n : 0;
+  if (s->cls < HAK_NTINY && carve > HAK_CARVE_BYTES / size) carve = HAK_CARVE_BYTES / size;
+  for (; carve && s->carved < s->capacity; carve--) {
     void **b = (void **)(s->start + (uintptr_t)s->carved++ * size);
     b[0] = *list;
     b[1] = (void *)_hak_free_key;
@@ -254,6 +261,7 @@ unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, unsigned r
       h->cur[c] = s;
     }
     got += slab_pop(h, s, max - got, room - got, &list);
+    if (got < max && got && s->carved < s->capacity) break;   /* carve limit: the rest next time */
     if (got < max) {                    /* s is exhausted */
       h->cur[c] = NULL;
       _hak_slab_detach(h, s);
