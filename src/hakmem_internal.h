@@ -189,7 +189,10 @@ struct hak_region {
   uint32_t ss_cap;                   /* SuperSlabs that fit in the slot        */
   bool     full;
   struct hak_region *next;           /* the class's regions                    */
-  struct hak_superslab **dir;        /* [ss_cap] headers, by index             */
+  struct hak_superslab **dir;        /* [ss_cap] headers, index i at dir[ss_cap - 1 - i]:
+                                        filled from its end, which the first
+                                        header follows in the metadata arena,
+                                        so a small region touches one page of it */
 };
 
 /* ---- locks ----------------------------------------------------------------- */

@@ -31,9 +31,13 @@ static void map_publish_end(struct hak_region *r, const struct hak_class *k) {
   __atomic_store_n(&_hak_map.end[r->slot], end, __ATOMIC_RELEASE);
 }
 
+static inline struct hak_superslab **dir_slot(const struct hak_region *r, uint32_t index) {
+  return &r->dir[r->ss_cap - 1 - index];
+}
+
 static struct hak_superslab *ss_header(struct hak_region *r, uint32_t index) {
   const struct hak_class *k = &_hak_classes[r->cls];
-  struct hak_superslab *ss = r->dir[index];
+  struct hak_superslab *ss = *dir_slot(r, index);
   if (ss) return ss;                           /* mapped before, header kept */
   ss = _hak_os_meta_alloc(sizeof *ss + k->ss_slabs * sizeof(struct hak_slab));
   if (!ss) return NULL;
@@ -50,7 +54,7 @@ static struct hak_superslab *ss_header(struct hak_region *r, uint32_t index) {
     s->start = ss->base + (uint64_t)i * k->slab_bytes;
     s->capacity = k->slab_blocks;
   }
-  r->dir[index] = ss;
+  *dir_slot(r, index) = ss;
   return ss;
 }
 
@@ -153,7 +157,7 @@ struct hak_slab *_hak_region_fresh_slab(unsigned cls) {
   if (!ss) {
     for (struct hak_region *r = pool->regions; r && !ss; r = r->next)
       if (!r->full) ss = region_grow(r);
-    if (!ss && region_open(cls)) ss = pool->regions->dir[0];
+    if (!ss && region_open(cls)) ss = *dir_slot(pool->regions, 0);
     if (!ss) return NULL;
     hot_push(pool, ss);
   }
@@ -195,7 +199,7 @@ struct hak_slab *_hak_region_slab_of(uintptr_t a, unsigned cls) {
   struct hak_region *r = _hak_map.region[hak_map_slot(a)];
   uint64_t off = a - r->base;
   uint64_t ss_index = off / k->ss_bytes;
-  struct hak_superslab *ss = r->dir[ss_index];
+  struct hak_superslab *ss = *dir_slot(r, (uint32_t)ss_index);
   return &ss->slabs[(off - ss_index * k->ss_bytes) / k->slab_bytes];
 }
 
@@ -212,9 +216,9 @@ static bool ss_clean(const struct hak_superslab *ss) {
 size_t _hak_region_shrink(struct hak_region *r) {
   const struct hak_class *k = &_hak_classes[r->cls];
   size_t released = 0;
-  while (r->ss_mapped && r->dir[r->ss_mapped - 1]->state == HAK_SS_EMPTY &&
-         ss_clean(r->dir[r->ss_mapped - 1])) {
-    struct hak_superslab *ss = r->dir[--r->ss_mapped];
+  while (r->ss_mapped && (*dir_slot(r, r->ss_mapped - 1))->state == HAK_SS_EMPTY &&
+         ss_clean(*dir_slot(r, r->ss_mapped - 1))) {
+    struct hak_superslab *ss = *dir_slot(r, --r->ss_mapped);
     map_publish_end(r, k);
     _hak_os_unmap((void *)ss->base, k->ss_bytes);
     atomic_fetch_sub(&_hak_gauges.ss_count[HAK_SS_EMPTY], 1);
