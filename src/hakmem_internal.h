@@ -83,6 +83,7 @@ struct hak_class {
   uint32_t ss_slabs;      /* slabs per SuperSlab                               */
   uint64_t ss_bytes;      /* ss_slabs * slab_bytes                             */
   uint64_t magic;         /* UINT64_MAX / size + 1                             */
+  uint32_t carve_first;   /* block a slab carves first, then on, wrapping (< slab_blocks) */
   uint8_t  tier;          /* enum hak_tier                                     */
 };
 extern struct hak_class _hak_classes[HAK_NCLS];

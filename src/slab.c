@@ -22,6 +22,17 @@ static const uint32_t class_sizes[HAK_NCLS] = {
   65536, 81920, 98304, 114688, 131072, 163840, 196608, 229376, 262144,
   327680, 393216, 458752, 524288, 655360, 786432, 917504, 1048576,
 };
+/* Every class region starts 4 GiB-aligned, so if slabs carved from their
+ * first block, the blocks a thread uses most (the first carved, reused LIFO)
+ * would sit at the same small offsets in every class and fight for the same
+ * cache sets while the rest of the L2 stayed empty. A Tiny slab of class c
+ * carves from the block HAK_CARVE_COLOR * c bytes in (modulo the slab),
+ * wrapping around: 5 pages and 3 cache lines apart, the Tiny classes start
+ * on 16 different pages of a 64 KiB slab and different L1 sets (see
+ * docs/experiments.md; cachegrind on random_mixed: misses of a 512 KiB
+ * cache 17x fewer). Mid classes have their per-block color pad instead. */
+#define HAK_CARVE_COLOR (5u * HAK_PAGE + 3u * 64)
+
 /* Blocks of 4 KiB and more would all start at the same offset in a page, so
  * the same bytes of different blocks would fall into the same cache sets;
  * HAK_COLOR_PAD bytes more per block rotate block starts through 16 offsets
@@ -62,6 +73,8 @@ static void class_geometry(unsigned c) {
   k->ss_slabs = (uint32_t)ss;
   k->ss_bytes = ss * slab;
   k->magic = UINT64_MAX / size + 1;
+  k->carve_first = c < HAK_NTINY ? (uint32_t)((c * HAK_CARVE_COLOR) % slab / size) : 0;
+  HAK_ASSERT(k->carve_first < k->slab_blocks);
   k->tier = c < HAK_NTINY ? HAK_TIER_TINY : c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25;
 }
 
@@ -139,8 +152,11 @@ static unsigned slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, 
   const uint32_t size = _hak_classes[s->cls].size;
   unsigned carve = n < want ? want - n : 0;
   if (s->cls < HAK_NTINY && carve > HAK_CARVE_BYTES / size) carve = HAK_CARVE_BYTES / size;
+  const uint32_t first = _hak_classes[s->cls].carve_first;
   for (; carve && s->carved < s->capacity; carve--) {
-    void **b = (void **)(s->start + (uintptr_t)s->carved++ * size);
+    uint32_t k = s->carved++ + first;
+    if (k >= s->capacity) k -= s->capacity;
+    void **b = (void **)(s->start + (uintptr_t)k * size);
     b[0] = *list;
     b[1] = (void *)_hak_free_key;
     *list = b;
