@@ -57,9 +57,43 @@ size_t _hak_front_max_bytes(unsigned first, unsigned last) {
 /* Every list empty, with no capacity until the class is first used. */
 void _hak_front_heap_init(struct hak_heap *h) {
   h->cap_bytes = 0;
+  h->idle_look_ms = _hak_os_now_ms();
+  h->idle_calls = 0;
   for (unsigned c = 0; c < HAK_NCLS; c++) {
     h->cap[c] = 0;
+    h->seen_head[c] = NULL;
     _hak_tls.credit[c] = 0;
+  }
+}
+
+/* A thread that stops using a class does not keep its list: at this
+ * thread's slow paths, at most once per purge delay, every list that no
+ * malloc or free touched since the last look goes back to the slabs (where
+ * purging can reach it), and its capacity back to the thread's budget. */
+#define HAK_IDLE_EVERY 16u              /* slow paths between two clock reads */
+
+static void release_idle_lists(struct hak_heap *h) {
+  if (++h->idle_calls < HAK_IDLE_EVERY) return;
+  h->idle_calls = 0;
+  uint32_t now = _hak_os_now_ms();
+  if (now - h->idle_look_ms < (uint32_t)_hak_option(HAK_OPT_PURGE_DELAY_MS)) return;
+  h->idle_look_ms = now;
+  for (unsigned c = 0; c < HAK_NCLS; c++) {
+    void *head = _hak_tls.head[c];
+    uint32_t events = (uint32_t)(h->stats.refills[c] + h->stats.spills[c]);
+    if (head && head == h->seen_head[c] && _hak_tls.credit[c] == h->seen_credit[c] &&
+        events == h->seen_events[c]) {
+      _hak_tls.head[c] = NULL;
+      _hak_slab_return(h, c, head);
+      h->cap_bytes -= (size_t)h->cap[c] * _hak_classes[c].size;
+      h->cap[c] = 0;
+      _hak_tls.credit[c] = 0;
+      h->stats.idle_releases++;
+      head = NULL;
+    }
+    h->seen_head[c] = head;
+    h->seen_credit[c] = _hak_tls.credit[c];
+    h->seen_events[c] = events;
   }
 }
 
@@ -100,6 +134,7 @@ static unsigned refill_batch(struct hak_heap *h, unsigned c) {
 void *_hak_front_alloc_slow(unsigned c) {
   struct hak_heap *h = _hak_heap_get();
   if (!h) { errno = ENOMEM; return NULL; }
+  release_idle_lists(h);
   void **b = _hak_tls.head[c];
   if (!b) {
     h->stats.misses[c]++;
@@ -143,6 +178,7 @@ void _hak_front_free_slow(void *p, unsigned c) {
   struct hak_heap *h = _hak_tls.heap;
   if (!h && !_hak_tls.exited) h = _hak_heap_get();
   if (!h) { _hak_slab_free_home(c, p); return; }   /* exited, or no memory for a heap */
+  release_idle_lists(h);
   if (_hak_tls.credit[c] <= 0) {
     grow(h, c);
     if (!h->cap[c]) { _hak_slab_free_home(c, p); return; }   /* no budget for a list */

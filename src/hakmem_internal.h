@@ -236,7 +236,8 @@ extern struct hak_pool _hak_pools[HAK_NCLS];
   X(large_remaps,       "Large reallocs done by mremap") \
   X(invalid_frees,      "invalid pointers ignored (HAKMEM_INVALID_FREE=ignore)") \
   X(foreign_frees,      "C library blocks handed back to the C library") \
-  X(threads_exited,     "thread heaps flushed and returned at thread exit")
+  X(threads_exited,     "thread heaps flushed and returned at thread exit") \
+  X(idle_releases,      "lists a thread left untouched for a purge delay, returned with their capacity")
 
 #define HAK_STATS_PER_CLASS(X) \
   X(hits,            "allocations served by the thread front (fast path)") \
@@ -308,6 +309,15 @@ struct hak_heap {
    * <= the thread budget (HAKMEM_THREAD_CACHE_KB). */
   uint16_t cap[HAK_NCLS];
   size_t cap_bytes;
+  /* Idle lists: at a slow path at least HAKMEM_PURGE_DELAY_MS after the
+   * last look, a list whose head, credit and refill + spill count are what
+   * that look saw was not touched in between; it goes back to the slabs
+   * with its capacity. */
+  uint32_t idle_look_ms;
+  uint32_t idle_calls;                         /* slow paths since the last clock read */
+  void *seen_head[HAK_NCLS];
+  int32_t seen_credit[HAK_NCLS];
+  uint32_t seen_events[HAK_NCLS];
   struct hak_slab *cur[HAK_NCLS];              /* slab feeding the front    */
   struct hak_slab *warm[HAK_NTINY][HAK_WARM_MAX]; /* Tiny warm pool: partly free slabs */
   uint8_t warm_n[HAK_NTINY];
@@ -402,7 +412,7 @@ void   _hak_heaps_visit(hak_heap_visit_fn fn, void *arg); /* registry lock held 
   X(L2_RING_CAPS,     0, 0, 0,     "per-class L2 ring capacities, comma-separated from the smallest class (0: the pool's)") \
   X(L25_RING_CAPS,    0, 0, 0,     "per-class L2.5 ring capacities, comma-separated (0: the pool's)") \
   X(LARGE_CACHE_MB,  64, 0, 4096,  "MiB of freed Large mappings kept for reuse") \
-  X(PURGE_DELAY_MS,  50, 0, 60000, "ms a free slab or cached Large range stays resident before it goes back to the OS") \
+  X(PURGE_DELAY_MS,  50, 0, 60000, "ms before a free slab or cached Large range goes back to the OS, and an untouched thread list to the slabs") \
   X(EMPTY_KEEP,       1, 0, 64,    "empty SuperSlabs per class kept committed for reuse") \
   X(INVALID_FREE,     0, 0, 1,     "abort: an invalid free aborts; ignore: it is counted and skipped") \
   X(PRINT_OPTIONS,    0, 0, 1,     "1: print this table with current values at start-up")

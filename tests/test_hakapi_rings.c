@@ -2,7 +2,8 @@
  * order, capacities that start small and grow to the pool's or the class's
  * run-time cap (clamped to the build's), the thread's byte budget, spills
  * of half when full, refills of a batch when empty, and mid blocks freed by
- * another thread. Each configuration runs in a child started with its environment
+ * another thread, and the lists of a class the thread stops using given back
+ * after a purge delay. Each configuration runs in a child started with its environment
  * (options are read once, at start-up). */
 #include "testing.h"
 #include "hakmem_internal.h"
@@ -114,6 +115,35 @@ static void check_budget(void) {
   CHECKF(grown <= (long)(256 * KiB), "bytes in use grew by %ld", grown);
 }
 
+static void sleep_ms(long ms) {
+  struct timespec ts = { 0, ms * 1000000 };
+  nanosleep(&ts, NULL);
+}
+
+/* A class the thread stops using gives its list back (blocks and capacity)
+ * at the thread's slow paths, once a purge delay (20 ms here) passed with
+ * the list untouched; a class in use keeps its list. */
+static void check_idle_release(void) {
+  enum { N = 64, M = 300 };
+  static void *a[N], *b[M];
+  unsigned ca = _hak_class_of_size(256), cb = _hak_class_of_size(1000);
+  for (int i = 0; i < N; i++) a[i] = hak_malloc(256);
+  for (int i = 0; i < N; i++) hak_free(a[i]);
+  CHECK(_hak_tls.head[ca] != NULL && _hak_tls.heap->cap[ca] > 0);
+  uint64_t before = _hak_tls.heap->stats.idle_releases;
+  for (int look = 0; look < 4; look++) {
+    sleep_ms(30);
+    for (int round = 0; round < 40; round++) {   /* slow paths of class cb only */
+      for (int i = 0; i < M; i++) b[i] = hak_malloc(1000 + (size_t)(i % 2) * 8);
+      for (int i = 0; i < M; i++) hak_free(b[(i * 7) % M]);
+    }
+  }
+  CHECKF(_hak_tls.head[ca] == NULL && _hak_tls.heap->cap[ca] == 0 && _hak_tls.credit[ca] == 0,
+         "the unused class kept %u blocks of capacity", _hak_tls.heap->cap[ca]);
+  CHECK(_hak_tls.heap->stats.idle_releases > before);
+  CHECKF(_hak_tls.heap->cap[cb] > 0, "the class in use lost its list");
+}
+
 static int run(const char *mode) {
   hak_free(hak_malloc(8 * KiB));                  /* the heap exists from here */
   if (!strcmp(mode, "default")) {
@@ -127,6 +157,8 @@ static int run(const char *mode) {
     check_push_pop(100 * KiB, 1);
   } else if (!strcmp(mode, "budget")) {
     check_budget();
+  } else if (!strcmp(mode, "idle")) {
+    check_idle_release();
   } else if (!strcmp(mode, "clamped")) {
     check_push_pop(8 * KiB, POOL_L2_RING_CAP);
   } else if (!strcmp(mode, "per-class")) {
@@ -138,10 +170,19 @@ static int run(const char *mode) {
   return test_failures != 0;
 }
 
+/* Runs mode in a child with env1 and env2 (env2 may be NULL). Lists stay
+ * put however slowly the build runs (no idle release) unless env1 or env2
+ * sets the purge delay. */
 static void in_child(const char *mode, const char *env1, const char *env2) {
   pid_t pid = fork();
   if (pid == 0) {
-    char *envp[] = { (char *)env1, (char *)env2, NULL };
+    char *envp[4];
+    int n = 0;
+    envp[n++] = (char *)env1;
+    if (env2) envp[n++] = (char *)env2;
+    if (strncmp(env1, "HAKMEM_PURGE_DELAY_MS=", 22) && (!env2 || strncmp(env2, "HAKMEM_PURGE_DELAY_MS=", 22)))
+      envp[n++] = "HAKMEM_PURGE_DELAY_MS=60000";
+    envp[n] = NULL;
     char *argv[] = { "test_hakapi_rings", (char *)mode, NULL };
     execve("/proc/self/exe", argv, envp);
     _exit(99);
@@ -158,5 +199,6 @@ int main(int argc, char **argv) {
   in_child("clamped", "HAKMEM_L2_RING_CAP=100000", NULL);
   in_child("budget", "HAKMEM_THREAD_CACHE_KB=256", NULL);
   in_child("per-class", "HAKMEM_L2_RING_CAPS=4,8,0", "HAKMEM_L25_RING_CAPS=3");
+  in_child("idle", "HAKMEM_PURGE_DELAY_MS=20", NULL);
   TEST_END();
 }
