@@ -163,10 +163,7 @@ HAK_API void hak_free_aligned_sized(void *p, size_t align, size_t n) {
 HAK_API int hak_malloc_trim(size_t pad) {
   (void)pad;
   struct hak_heap *h = _hak_tls.heap;
-  if (h) {
-    _hak_heap_flush(h);
-    _hak_front_heap_init(h);
-  }
+  if (h) _hak_heap_flush(h);
   size_t released = _hak_slab_purge(true) + _hak_large_trim();
   return released > 0;
 }

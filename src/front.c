@@ -66,6 +66,17 @@ void _hak_front_heap_init(struct hak_heap *h) {
   }
 }
 
+/* Class c's list goes back to its slabs, and its capacity to the thread's
+ * budget: the list is as before the class's first use. */
+static void drop_list(struct hak_heap *h, unsigned c) {
+  void *list = _hak_tls.head[c];
+  _hak_tls.head[c] = NULL;
+  _hak_tls.credit[c] = 0;
+  h->cap_bytes -= (size_t)h->cap[c] * _hak_classes[c].size;
+  h->cap[c] = 0;
+  if (list) _hak_slab_return(h, c, list);
+}
+
 /* A thread that stops using a class does not keep its list: at this
  * thread's slow paths, at most once per purge delay, every list that no
  * malloc or free touched since the last look goes back to the slabs (where
@@ -83,11 +94,7 @@ static void release_idle_lists(struct hak_heap *h) {
     uint32_t events = (uint32_t)(h->stats.refills[c] + h->stats.spills[c]);
     if (head && head == h->seen_head[c] && _hak_tls.credit[c] == h->seen_credit[c] &&
         events == h->seen_events[c]) {
-      _hak_tls.head[c] = NULL;
-      _hak_slab_return(h, c, head);
-      h->cap_bytes -= (size_t)h->cap[c] * _hak_classes[c].size;
-      h->cap[c] = 0;
-      _hak_tls.credit[c] = 0;
+      drop_list(h, c);
       h->stats.idle_releases++;
       head = NULL;
     }
@@ -140,8 +147,7 @@ void *_hak_front_alloc_slow(unsigned c) {
     h->stats.misses[c]++;
     grow(h, c);
     void *chain;
-    unsigned batch = refill_batch(h, c), room = h->cap[c] > batch ? h->cap[c] : batch;
-    unsigned n = _hak_slab_take(h, c, batch, room, &chain);
+    unsigned n = _hak_slab_take(h, c, refill_batch(h, c), h->cap[c] ? h->cap[c] : 1, &chain);
     if (!n) { errno = ENOMEM; return NULL; }
     b = chain;
     _hak_tls.head[c] = b[0];
@@ -192,12 +198,8 @@ void _hak_front_free_slow(void *p, unsigned c) {
   CHECK_FRONT(h, c);
 }
 
-/* At thread exit: every list back to its slabs, no credit left. */
+/* At thread exit and malloc_trim: every list back to its slabs, with its
+ * capacity. */
 void _hak_front_heap_flush(struct hak_heap *h) {
-  for (unsigned c = 0; c < HAK_NCLS; c++) {
-    void *list = _hak_tls.head[c];
-    _hak_tls.head[c] = NULL;
-    _hak_tls.credit[c] = 0;
-    if (list) _hak_slab_return(h, c, list);
-  }
+  for (unsigned c = 0; c < HAK_NCLS; c++) drop_list(h, c);
 }

@@ -82,7 +82,8 @@ struct hak_heap *_hak_heap_get(void) {
 
 /* Everything h caches goes back: the front's lists to their slabs, then
  * the current and warm slabs are detached (released when empty, else left to
- * the shared pool). The lists are left without credit. */
+ * the shared pool). The lists are left empty, without capacity, as before
+ * the thread first used them. */
 void _hak_heap_flush(struct hak_heap *h) {
   _hak_front_heap_flush(h);
   for (unsigned c = 0; c < HAK_NCLS; c++) {
