@@ -6,13 +6,15 @@
  * and thread exit returns everything.
  *
  * Capacities start at 0; the first refill of a class sets HAK_START_BYTES of
- * blocks, and the capacity doubles each time the list runs empty under malloc, up to the class's maximum — Tiny classes
- * HAKMEM_TINY_CACHE_KB of blocks (64 to 1024), L2 / L2.5 classes their
- * pool's ring capacity (mid.c) — and each time a full list takes a free,
- * while all the thread's capacities add up to at most HAKMEM_THREAD_CACHE_KB
- * of blocks. So a class a thread uses little never carves more than a few
- * KiB of fresh blocks, and a thread that stops allocating holds at most its
- * budget. */
+ * blocks, and the capacity doubles each time the list runs empty under
+ * malloc and each time a full list takes a free, up to the class's maximum —
+ * Tiny classes HAKMEM_TINY_CACHE_KB of blocks (64 to 1024), L2 / L2.5
+ * classes their pool's ring capacity (mid.c) — while all the thread's
+ * capacities add up to at most HAKMEM_THREAD_CACHE_KB of blocks. A list
+ * that has only run empty, or only overflowed (a producer's, a consumer's),
+ * stops at HAK_ONE_WAY_CAP blocks. So a class a thread uses little never
+ * carves more than a few KiB of fresh blocks, and a thread that stops
+ * allocating holds at most its budget. */
 #include "hakmem_internal.h"
 
 #include <errno.h>
@@ -61,6 +63,7 @@ void _hak_front_heap_init(struct hak_heap *h) {
   h->idle_calls = 0;
   for (unsigned c = 0; c < HAK_NCLS; c++) {
     h->cap[c] = 0;
+    h->ways[c] = 0;
     h->seen_head[c] = NULL;
     _hak_tls.credit[c] = 0;
   }
@@ -74,6 +77,7 @@ static void drop_list(struct hak_heap *h, unsigned c) {
   _hak_tls.credit[c] = 0;
   h->cap_bytes -= (size_t)h->cap[c] * _hak_classes[c].size;
   h->cap[c] = 0;
+  h->ways[c] = 0;
   if (list) _hak_slab_return(h, c, list);
 }
 
@@ -112,15 +116,21 @@ static inline unsigned list_length(const void *list) {
 /* Debug builds: the invariants of the front of class c. */
 #define CHECK_FRONT(h, c) \
   HAK_ASSERT(list_length(_hak_tls.head[c]) + (uint64_t)_hak_tls.credit[c] == (h)->cap[c] && \
-             (h)->cap[c] <= max_cap[c] && (h)->cap_bytes <= budget)
+             (h)->cap[c] <= max_cap[c] && (h)->cap_bytes <= budget && \
+             ((h)->ways[c] == (HAK_WAY_MALLOC | HAK_WAY_FREE) || (h)->cap[c] <= HAK_ONE_WAY_CAP))
 
-/* The list of class c ran empty under malloc, or was full under free: its
- * capacity goes from 0 to the start capacity, else doubles, within the
- * class's maximum and the thread's budget. */
-static void grow(struct hak_heap *h, unsigned c) {
+/* The list of class c ran empty under malloc (way HAK_WAY_MALLOC), or was
+ * full under free (HAK_WAY_FREE): its capacity goes from 0 to the start
+ * capacity, else doubles, within the class's maximum (HAK_ONE_WAY_CAP until
+ * the list was used both ways) and the thread's budget. */
+static void grow(struct hak_heap *h, unsigned c, unsigned way) {
   size_t size = _hak_classes[c].size;
   unsigned cap = h->cap[c], want = cap ? 2 * cap : start_cap[c];
-  if (want > max_cap[c]) want = max_cap[c];
+  unsigned limit = max_cap[c];
+  h->ways[c] |= (uint8_t)way;
+  if (h->ways[c] != (HAK_WAY_MALLOC | HAK_WAY_FREE) && limit > HAK_ONE_WAY_CAP) limit = HAK_ONE_WAY_CAP;
+  if (want > limit) want = limit;
+  if (want <= cap) return;
   if (h->cap_bytes >= budget) return;
   size_t room = (budget - h->cap_bytes) / size;
   if (want - cap > room) want = cap + (unsigned)room;
@@ -145,7 +155,7 @@ void *_hak_front_alloc_slow(unsigned c) {
   void **b = _hak_tls.head[c];
   if (!b) {
     h->stats.misses[c]++;
-    grow(h, c);
+    grow(h, c, HAK_WAY_MALLOC);
     void *chain;
     unsigned n = _hak_slab_take(h, c, refill_batch(h, c), h->cap[c] ? h->cap[c] : 1, &chain);
     if (!n) { errno = ENOMEM; return NULL; }
@@ -186,7 +196,7 @@ void _hak_front_free_slow(void *p, unsigned c) {
   if (!h) { _hak_slab_free_home(c, p); return; }   /* exited, or no memory for a heap */
   release_idle_lists(h);
   if (_hak_tls.credit[c] <= 0) {
-    grow(h, c);
+    grow(h, c, HAK_WAY_FREE);
     if (!h->cap[c]) { _hak_slab_free_home(c, p); return; }   /* no budget for a list */
     if (_hak_tls.credit[c] <= 0) spill(h, c);
   }

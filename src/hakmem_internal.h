@@ -300,6 +300,8 @@ extern __thread struct hak_tls _hak_tls __attribute__((tls_model("initial-exec")
 _Static_assert(sizeof(struct hak_tls) <= 1024, "keep the thread front's TLS small");
 
 #define HAK_WARM_MAX 32                /* build maximum of the warm pool cap    */
+#define HAK_ONE_WAY_CAP 64u            /* blocks a list used one way may hold   */
+enum { HAK_WAY_MALLOC = 1, HAK_WAY_FREE = 2 };
 
 /* The cold part: one heap per thread, from the metadata arena, reused after
  * the thread exits. */
@@ -309,6 +311,13 @@ struct hak_heap {
    * <= the thread budget (HAKMEM_THREAD_CACHE_KB). */
   uint16_t cap[HAK_NCLS];
   size_t cap_bytes;
+  /* How class c's list has been used since its capacity was last 0:
+   * HAK_WAY_MALLOC when it ran empty under malloc, HAK_WAY_FREE when it was
+   * full under free. A list used one way only (a producer's, a
+   * consumer's) grows to at most HAK_ONE_WAY_CAP blocks: it only passes
+   * blocks along, and a big one would hold them out of reach of the thread
+   * that reuses them (see docs/experiments.md). */
+  uint8_t ways[HAK_NCLS];
   /* Idle lists: at a slow path at least HAKMEM_PURGE_DELAY_MS after the
    * last look, a list whose head, credit and refill + spill count are what
    * that look saw was not touched in between; it goes back to the slabs

@@ -1,6 +1,7 @@
 /* The L2 / L2.5 rings (the thread front's lists of the mid classes): LIFO
  * order, capacities that start small and grow to the pool's or the class's
- * run-time cap (clamped to the build's), the thread's byte budget, spills
+ * run-time cap (clamped to the build's), lists used one way only (Tiny
+ * too) kept small, the thread's byte budget, spills
  * of half when full, refills of a batch when empty, and mid blocks freed by
  * another thread, and the lists of a class the thread stops using given back
  * after a purge delay. Each configuration runs in a child started with its environment
@@ -33,6 +34,9 @@ static void check_push_pop(size_t n, unsigned want_cap) {
   unsigned c = _hak_class_of_size(n);
   unsigned cap = _hak_front_max_cap(c);
   CHECKF(cap == want_cap, "%zu B: cap %u, want %u", n, cap, want_cap);
+  for (int i = 0; i < K; i++) blocks[i] = hak_malloc(n);   /* the list used both ways */
+  for (int i = 0; i < K; i++) hak_free(blocks[i]);
+  while (ring_len(c)) { void *p = hak_malloc(n); CHECK(p != NULL); }
   for (int i = 0; i < K; i++) blocks[i] = hak_malloc(n);
   CHECKF(_hak_tls.heap->cap[c] == cap, "%zu B: after %d mallocs the ring holds %u, want %u", n, K,
          _hak_tls.heap->cap[c], cap);
@@ -62,6 +66,35 @@ static void check_push_pop(size_t n, unsigned want_cap) {
   CHECKF(ring_len(c) + 1 >= batch && ring_len(c) + 1 <= room, "%zu B: refill left %u in the ring, want %u to %u",
          n, ring_len(c), batch - 1, room - 1);
   hak_free(p);
+}
+
+/* A list used one way only stops at HAK_ONE_WAY_CAP blocks: a producer's,
+ * which only runs empty, and a consumer's, which only overflows. Used both
+ * ways, it grows to the class's cap. */
+enum { ONE_WAY_N = 1000 };
+static void *consume(void *arg) {
+  void **blocks = arg;
+  unsigned c = _hak_class_of_size(256);
+  for (int i = 0; i < ONE_WAY_N; i++) hak_free(blocks[i]);
+  CHECKF(_hak_tls.heap->cap[c] == HAK_ONE_WAY_CAP, "consumer: capacity %u, want %u", _hak_tls.heap->cap[c],
+         HAK_ONE_WAY_CAP);
+  CHECKF(ring_len(c) <= HAK_ONE_WAY_CAP, "consumer: %u blocks held", ring_len(c));
+  return NULL;
+}
+
+static void check_one_way(void) {
+  static void *blocks[ONE_WAY_N];
+  unsigned c = _hak_class_of_size(256);
+  CHECK(_hak_front_max_cap(c) > 2 * HAK_ONE_WAY_CAP);
+  for (int i = 0; i < ONE_WAY_N; i++) blocks[i] = hak_malloc(256);
+  CHECKF(_hak_tls.heap->cap[c] == HAK_ONE_WAY_CAP, "producer: capacity %u, want %u", _hak_tls.heap->cap[c],
+         HAK_ONE_WAY_CAP);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, consume, blocks) == 0 && pthread_join(t, NULL) == 0);
+  for (int i = 0; i < ONE_WAY_N; i++) blocks[i] = hak_malloc(256);
+  for (int i = 0; i < ONE_WAY_N; i++) hak_free(blocks[i]);   /* now both ways */
+  CHECKF(_hak_tls.heap->cap[c] == _hak_front_max_cap(c), "both ways: capacity %u, want %u", _hak_tls.heap->cap[c],
+         _hak_front_max_cap(c));
 }
 
 static void *free_all(void *arg) {
@@ -152,6 +185,7 @@ static int run(const char *mode) {
     check_push_pop(100 * KiB, POOL_L25_RING_CAP);
     check_push_pop(1024 * KiB, 2);                /* bounded to 2 MiB of blocks */
     check_cross_thread();
+    check_one_way();
   } else if (!strcmp(mode, "cap1")) {
     check_push_pop(8 * KiB, 1);
     check_push_pop(100 * KiB, 1);
