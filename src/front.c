@@ -117,7 +117,7 @@ static inline unsigned list_length(const void *list) {
 #define CHECK_FRONT(h, c) \
   HAK_ASSERT(list_length(_hak_tls.head[c]) + (uint64_t)_hak_tls.credit[c] == (h)->cap[c] && \
              (h)->cap[c] <= max_cap[c] && (h)->cap_bytes <= budget && \
-             ((h)->ways[c] == (HAK_WAY_MALLOC | HAK_WAY_FREE) || (h)->cap[c] <= HAK_ONE_WAY_CAP))
+             ((h)->ways[c] == HAK_WAY_BOTH || (h)->cap[c] <= HAK_ONE_WAY_CAP))
 
 /* The list of class c ran empty under malloc (way HAK_WAY_MALLOC), or was
  * full under free (HAK_WAY_FREE): its capacity goes from 0 to the start
@@ -128,7 +128,7 @@ static void grow(struct hak_heap *h, unsigned c, unsigned way) {
   unsigned cap = h->cap[c], want = cap ? 2 * cap : start_cap[c];
   unsigned limit = max_cap[c];
   h->ways[c] |= (uint8_t)way;
-  if (h->ways[c] != (HAK_WAY_MALLOC | HAK_WAY_FREE) && limit > HAK_ONE_WAY_CAP) limit = HAK_ONE_WAY_CAP;
+  if (h->ways[c] != HAK_WAY_BOTH && limit > HAK_ONE_WAY_CAP) limit = HAK_ONE_WAY_CAP;
   if (want > limit) want = limit;
   if (want <= cap) return;
   if (h->cap_bytes >= budget) return;

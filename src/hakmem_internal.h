@@ -301,7 +301,7 @@ _Static_assert(sizeof(struct hak_tls) <= 1024, "keep the thread front's TLS smal
 
 #define HAK_WARM_MAX 32                /* build maximum of the warm pool cap    */
 #define HAK_ONE_WAY_CAP 64u            /* blocks a list used one way may hold   */
-enum { HAK_WAY_MALLOC = 1, HAK_WAY_FREE = 2 };
+enum { HAK_WAY_MALLOC = 1, HAK_WAY_FREE = 2, HAK_WAY_BOTH = 3 };
 
 /* The cold part: one heap per thread, from the metadata arena, reused after
  * the thread exits. */
@@ -414,7 +414,7 @@ void   _hak_heaps_visit(hak_heap_visit_fn fn, void *arg); /* registry lock held 
   X(WARM_POOL_STATS,  0, 0, 1,     "1: print the warm pool per class at exit") \
   X(WARM_POOL_CAP,   16, 1, HAK_WARM_MAX, "slabs kept per class in the Tiny warm pool") \
   X(WARM_POOL_PREFILL, 3, 0, 16,   "extra slabs loaded when the warm pool runs empty") \
-  X(TINY_CACHE_KB,   64, 4, 1024,  "KiB a Tiny free list may grow to per class and thread (64 to 1024 blocks)") \
+  X(TINY_CACHE_KB,   64, 4, 1024,  "KiB a Tiny free list may grow to per class and thread (64 to 1024 blocks; 64 for a list used one way)") \
   X(THREAD_CACHE_KB, 4096, 64, 1048576, "KiB of free blocks the lists of one thread may hold, all classes together") \
   X(L2_RING_CAP,     POOL_L2_RING_CAP, 1, POOL_L2_RING_CAP, "capacity an L2 ring may grow to, per class (lowers the build's)") \
   X(L25_RING_CAP,    POOL_L25_RING_CAP, 1, POOL_L25_RING_CAP, "capacity an L2.5 ring may grow to, per class (lowers the build's)") \
