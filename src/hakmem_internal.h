@@ -190,10 +190,14 @@ struct hak_region {
   uint32_t ss_cap;                   /* SuperSlabs that fit in the slot        */
   bool     full;
   struct hak_region *next;           /* the class's regions                    */
-  struct hak_superslab **dir;        /* [ss_cap] headers, index i at dir[ss_cap - 1 - i]:
-                                        filled from its end, which the first
-                                        header follows in the metadata arena,
-                                        so a small region touches one page of it */
+  /* The directory: dir[i] is SuperSlab i's header, for i < dir_cap. It
+   * starts small and doubles as the region grows (pool lock), so a region
+   * of one SuperSlab costs a few cache lines of metadata, not a page. A
+   * reader without the lock loads dir once: an address below the published
+   * end has its entry in every directory published before that end, and
+   * replaced directories stay valid (the arena never frees). */
+  struct hak_superslab **_Atomic dir;
+  uint32_t dir_cap;
 };
 
 /* ---- locks ----------------------------------------------------------------- */

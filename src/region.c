@@ -32,11 +32,29 @@ static void map_publish_end(struct hak_region *r, const struct hak_class *k) {
 }
 
 static inline struct hak_superslab **dir_slot(const struct hak_region *r, uint32_t index) {
-  return &r->dir[r->ss_cap - 1 - index];
+  return &atomic_load_explicit(&r->dir, memory_order_acquire)[index];
+}
+
+#define HAK_DIR_FIRST 8u                 /* directory entries of a new region */
+
+/* Makes room for entry index in r's directory. Pool lock held. */
+static bool dir_reserve(struct hak_region *r, uint32_t index) {
+  if (index < r->dir_cap) return true;
+  uint32_t cap = r->dir_cap ? r->dir_cap : HAK_DIR_FIRST;
+  while (cap <= index) cap *= 2;
+  if (cap > r->ss_cap) cap = r->ss_cap;
+  struct hak_superslab **dir = _hak_os_meta_alloc(cap * sizeof *dir);
+  if (!dir) return false;
+  struct hak_superslab **old = atomic_load_explicit(&r->dir, memory_order_relaxed);
+  for (uint32_t i = 0; i < r->dir_cap; i++) dir[i] = old[i];
+  atomic_store_explicit(&r->dir, dir, memory_order_release);
+  r->dir_cap = cap;
+  return true;
 }
 
 static struct hak_superslab *ss_header(struct hak_region *r, uint32_t index) {
   const struct hak_class *k = &_hak_classes[r->cls];
+  if (!dir_reserve(r, index)) return NULL;
   struct hak_superslab *ss = *dir_slot(r, index);
   if (ss) return ss;                           /* mapped before, header kept */
   ss = _hak_os_meta_alloc(sizeof *ss + k->ss_slabs * sizeof(struct hak_slab));
@@ -95,16 +113,17 @@ static struct hak_region *region_open(unsigned cls) {
   const struct hak_class *k = &_hak_classes[cls];
   uint32_t ss_cap = (uint32_t)(HAK_REGION_BYTES / k->ss_bytes);
   struct hak_region *r = _hak_os_meta_alloc(sizeof *r);
-  struct hak_superslab **dir = _hak_os_meta_alloc(ss_cap * sizeof *dir);
-  if (!r || !dir) return NULL;                 /* arena memory is not returned */
+  if (!r) return NULL;                         /* arena memory is not returned */
   hak_lock(&slot_lock);
   for (unsigned tries = 0; tries < HAK_SLOT_TRIES; tries++) {
     unsigned slot = next_slot++;
     if (slot >= HAK_REGION_SLOTS) break;
     if (_hak_map.region[slot]) continue;
     uintptr_t base = (uintptr_t)slot << HAK_REGION_SHIFT;
+    struct hak_superslab **dir = r->dir;       /* kept from a failed try */
+    uint32_t dir_cap = r->dir_cap;
     *r = (struct hak_region){ .base = base, .slot = slot, .cls = (uint16_t)cls,
-                              .ss_cap = ss_cap, .dir = dir };
+                              .ss_cap = ss_cap, .dir = dir, .dir_cap = dir_cap };
     if (region_grow(r)) {
       _hak_map.region[slot] = r;
       _hak_map.cls[slot] = (uint8_t)cls;
