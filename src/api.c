@@ -11,9 +11,8 @@ static void *route_alloc(size_t n) {
   return _hak_large_alloc(n, 0, false);
 }
 
-/* HAK_SLOW: every malloc the inline path could not serve. Out of memory,
- * it gives back what it caches and tries once more. */
-void *_hak_malloc_slow(size_t n) {
+/* Out of memory, it gives back what it caches and tries once more. */
+static __attribute__((noinline)) void *malloc_refill(size_t n) {
   struct hak_heap *h = _hak_tls.heap;
   if (h) h->stats.malloc_slow++;
   _hak_purge_tick();
@@ -21,6 +20,22 @@ void *_hak_malloc_slow(size_t n) {
   void *p = route_alloc(n);
   if (HAK_UNLIKELY(!p) && hak_malloc_trim(0)) p = route_alloc(n);
   return p;
+}
+
+/* HAK_SLOW: every malloc the inline path could not serve. L2.5 sizes above
+ * the class table pop their list here as the inline path would. */
+void *_hak_malloc_slow(size_t n) {
+  if (n - (HAK_TABLE_MAX + 1) < HAK_MID_MAX - HAK_TABLE_MAX) {
+    unsigned c = hak_l25_class(n);
+    void **b = (void **)_hak_tls.head[c];
+    if (HAK_LIKELY(b != NULL)) {
+      _hak_tls.head[c] = b[0];
+      _hak_tls.credit[c]++;
+      b[1] = NULL;
+      return b;
+    }
+  }
+  return malloc_refill(n);
 }
 
 /* A live block of ours: its class (>= 0), or -1 when p is not a class block

@@ -87,9 +87,24 @@ struct hak_class {
   uint8_t  tier;          /* enum hak_tier                                     */
 };
 extern struct hak_class _hak_classes[HAK_NCLS];
-/* The class of every size up to HAK_MID_MAX, by (n + 15) >> 4 (64 KiB; only
- * the lines of the sizes a program uses are ever read). */
-extern uint8_t _hak_class_of[HAK_MID_MAX / 16 + 1];
+/* The class of every size up to HAK_TABLE_MAX, by (n + 15) >> 4: the sizes
+ * the inline malloc serves. Larger L2.5 sizes take the slow path, which
+ * finds their class among the 17 L2.5 classes: a table to 1 MiB would be
+ * 64 KiB resident in every process. */
+#define HAK_TABLE_MAX    (64u * 1024)
+extern uint8_t _hak_class_of[HAK_TABLE_MAX / 16 + 1];
+/* Blocks of 4 KiB and more get HAK_COLOR_PAD bytes more than their class's
+ * round size (slab.c says why). */
+#ifndef HAK_COLOR_PAD
+#define HAK_COLOR_PAD 256u
+#endif
+/* Above the table, every L2.5 class is a multiple of 16 KiB plus the color
+ * pad, so 16 KiB steps past the pad find the class. */
+#define HAK_L25_STEP_SHIFT 14
+extern uint8_t _hak_l25_class_of[((HAK_MID_MAX - HAK_COLOR_PAD - 1) >> HAK_L25_STEP_SHIFT) + 1];
+static inline unsigned hak_l25_class(size_t n) {       /* HAK_TABLE_MAX < n <= HAK_MID_MAX */
+  return _hak_l25_class_of[(n - HAK_COLOR_PAD - 1) >> HAK_L25_STEP_SHIFT];
+}
 
 /* ---- the ownership map ------------------------------------------------- */
 /* The address space is cut into 4 GiB slots. A slot that holds a class
@@ -500,7 +515,7 @@ HAK_FAST int hak_block_class(const void *p) {
 /* HAK_FAST malloc: pop the thread front's list of the class. One branch
  * besides the size test; everything else is _hak_malloc_slow. */
 HAK_FAST void *hak_malloc_inline(size_t n) {
-  if (HAK_LIKELY(n <= HAK_MID_MAX)) {
+  if (HAK_LIKELY(n <= HAK_TABLE_MAX)) {
     unsigned c = _hak_class_of[(n + 15) >> 4];
     void **b = (void **)_hak_tls.head[c];
     if (HAK_LIKELY(b != NULL)) {

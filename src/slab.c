@@ -6,7 +6,7 @@
 #include "hakmem_internal.h"
 
 struct hak_class _hak_classes[HAK_NCLS];
-uint8_t _hak_class_of[HAK_MID_MAX / 16 + 1];
+uint8_t _hak_class_of[HAK_TABLE_MAX / 16 + 1];
 struct hak_pool _hak_pools[HAK_NCLS];
 
 /* Block sizes: four classes per doubling (at most 25% apart), plus the L2
@@ -37,9 +37,6 @@ static const uint32_t class_sizes[HAK_NCLS] = {
  * the same bytes of different blocks would fall into the same cache sets;
  * HAK_COLOR_PAD bytes more per block rotate block starts through 16 offsets
  * (see docs/experiments.md). */
-#ifndef HAK_COLOR_PAD
-#define HAK_COLOR_PAD 256u
-#endif
 
 _Static_assert(sizeof class_sizes / sizeof class_sizes[0] == HAK_NCLS, "class table size");
 _Static_assert(HAK_COLOR_PAD % 16 == 0, "class sizes are multiples of 16, so the lookup by (n + 15) >> 4 is exact");
@@ -78,17 +75,29 @@ static void class_geometry(unsigned c) {
   k->tier = c < HAK_NTINY ? HAK_TIER_TINY : c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25;
 }
 
+uint8_t _hak_l25_class_of[((HAK_MID_MAX - HAK_COLOR_PAD - 1) >> HAK_L25_STEP_SHIFT) + 1];
+_Static_assert(HAK_TABLE_MAX % (1u << HAK_L25_STEP_SHIFT) == 0, "the L2.5 steps start at the table's end");
+
 void _hak_classes_init(void) {
   for (unsigned c = 0; c < HAK_NCLS; c++) class_geometry(c);
   unsigned c = 0;
-  for (unsigned g = 0; g <= HAK_MID_MAX / 16; g++) {        /* n = 16 g */
+  for (unsigned g = 0; g <= HAK_TABLE_MAX / 16; g++) {      /* n = 16 g */
     while (_hak_classes[c].size < g * 16) c++;
     HAK_ASSERT(_hak_classes[c].size % 16 == 0);
     _hak_class_of[g] = (uint8_t)c;
   }
+  for (unsigned i = 0; i < sizeof _hak_l25_class_of; i++) {     /* n - pad - 1 in step i */
+    size_t top = ((size_t)(i + 1) << HAK_L25_STEP_SHIFT) + HAK_COLOR_PAD;
+    if (top > HAK_MID_MAX) top = HAK_MID_MAX;
+    for (c = HAK_NTINY + HAK_NL2; _hak_classes[c].size < top; c++) {}
+    _hak_l25_class_of[i] = (uint8_t)c;
+  }
 }
 
-unsigned _hak_class_of_size(size_t n) { return _hak_class_of[(n + 15) >> 4]; }
+unsigned _hak_class_of_size(size_t n) {
+  if (n <= HAK_TABLE_MAX) return _hak_class_of[(n + 15) >> 4];
+  return hak_l25_class(n);
+}
 
 /* The smallest class whose blocks hold n bytes and all start at a multiple
  * of align (regions are 4 GiB aligned, so that is: size % align == 0). */
