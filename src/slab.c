@@ -215,23 +215,31 @@ void _hak_slab_detach(struct hak_heap *h, struct hak_slab *s) {
   if (atomic_load(&s->xremote) && atomic_exchange(&s->xlisted, 1) == 0) partial_push(s);
 }
 
-/* A slab for heap h: an ownerless one from the shared pool (adopted), else a
- * fresh one. NULL when out of memory. */
-struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool *adopted) {
+/* An ownerless slab of class c's shared pool for heap h, or NULL. With
+ * fresh_after, on NULL the pool lock stays held for taking a fresh slab. */
+static struct hak_slab *adopt_partial(struct hak_heap *h, unsigned c, bool fresh_after) {
   struct hak_pool *pool = &_hak_pools[c];
   hak_lock(&pool->lock);
   struct hak_slab *s = pool->partial;
-  if (s) {
-    pool->partial = s->next;
-    pool->npartial--;
-    hak_unlock(&pool->lock);
-    s->next = NULL;
-    atomic_store(&s->xowner, h);
-    *adopted = true;
-    return s;
+  if (!s) {
+    if (!fresh_after) hak_unlock(&pool->lock);
+    return NULL;
   }
-  s = _hak_region_fresh_slab(c);
+  pool->partial = s->next;
+  pool->npartial--;
   hak_unlock(&pool->lock);
+  s->next = NULL;
+  atomic_store(&s->xowner, h);
+  return s;
+}
+
+/* A slab for heap h: an ownerless one from the shared pool (adopted), else a
+ * fresh one. NULL when out of memory. */
+struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool *adopted) {
+  struct hak_slab *s = adopt_partial(h, c, true);
+  if (s) { *adopted = true; return s; }
+  s = _hak_region_fresh_slab(c);
+  hak_unlock(&_hak_pools[c].lock);
   if (!s) return NULL;
   s->free = NULL;
   s->nfree = 0;
@@ -248,6 +256,13 @@ struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool *adopted
  * slab, with a secondary prefill of the warm pool (Tiny) when it ran empty. */
 static struct hak_slab *next_slab(struct hak_heap *h, unsigned c) {
   if (c < HAK_NTINY && h->warm_n[c]) {
+    /* A fresh slab the prefill took waits while the shared pool has slabs
+     * with freed blocks: carving it would make new pages resident (a
+     * producer's frees come back that way). */
+    if (h->warm[c][h->warm_n[c] - 1]->carved == 0 && HAK_RACY_LOAD(_hak_pools[c].npartial)) {
+      struct hak_slab *s = adopt_partial(h, c, false);
+      if (s) { h->stats.stage_shared[c]++; h->stats.slabs_adopted++; return s; }
+    }
     h->stats.warm_hits[c]++;
     h->stats.stage_warm[c]++;
     return h->warm[c][--h->warm_n[c]];
