@@ -12,7 +12,8 @@
  * classes their pool's ring capacity (mid.c) — while all the thread's
  * capacities add up to at most HAKMEM_THREAD_CACHE_KB of blocks. A list
  * that has only run empty, or only overflowed (a producer's, a consumer's),
- * stops at HAK_ONE_WAY_CAP blocks. So a class a thread uses little never
+ * stops at HAK_ONE_WAY_CAP blocks (one that only takes frees at
+ * HAK_FREE_ONLY_CAP, and spills whole). So a class a thread uses little never
  * carves more than a few KiB of fresh blocks, and a thread that stops
  * allocating holds at most its budget. */
 #include "hakmem_internal.h"
@@ -117,18 +118,21 @@ static inline unsigned list_length(const void *list) {
 #define CHECK_FRONT(h, c) \
   HAK_ASSERT(list_length(_hak_tls.head[c]) + (uint64_t)_hak_tls.credit[c] == (h)->cap[c] && \
              (h)->cap[c] <= max_cap[c] && (h)->cap_bytes <= budget && \
-             ((h)->ways[c] == HAK_WAY_BOTH || (h)->cap[c] <= HAK_ONE_WAY_CAP))
+             ((h)->ways[c] == HAK_WAY_BOTH || (h)->cap[c] <= HAK_ONE_WAY_CAP) && \
+             ((h)->ways[c] != HAK_WAY_FREE || (h)->cap[c] <= HAK_FREE_ONLY_CAP))
 
 /* The list of class c ran empty under malloc (way HAK_WAY_MALLOC), or was
  * full under free (HAK_WAY_FREE): its capacity goes from 0 to the start
  * capacity, else doubles, within the class's maximum (HAK_ONE_WAY_CAP until
- * the list was used both ways) and the thread's budget. */
+ * the list was used both ways, HAK_FREE_ONLY_CAP while it only took frees)
+ * and the thread's budget. */
 static void grow(struct hak_heap *h, unsigned c, unsigned way) {
   size_t size = _hak_classes[c].size;
   unsigned cap = h->cap[c], want = cap ? 2 * cap : start_cap[c];
   unsigned limit = max_cap[c];
   h->ways[c] |= (uint8_t)way;
   if (h->ways[c] != HAK_WAY_BOTH && limit > HAK_ONE_WAY_CAP) limit = HAK_ONE_WAY_CAP;
+  if (h->ways[c] == HAK_WAY_FREE && limit > HAK_FREE_ONLY_CAP) limit = HAK_FREE_ONLY_CAP;
   if (want > limit) want = limit;
   if (want <= cap) return;
   if (h->cap_bytes >= budget) return;
@@ -172,12 +176,14 @@ void *_hak_front_alloc_slow(unsigned c) {
   return b;
 }
 
-/* The list of class c is full: its newest cap - cap/2 blocks (at least one)
- * go back to the slabs in one batch. (The newest, because they are the ones
+/* The list of class c is full: its newest cap - cap/2 blocks (at least one),
+ * or all of them when the list only takes frees, go back to the slabs in
+ * one batch. (The newest, because they are the ones
  * in cache, and slab_return walks them: spilling the older half instead cost
  * the cross-thread producer/consumer benchmark 23%.) */
 static void spill(struct hak_heap *h, unsigned c) {
   unsigned n = h->cap[c] - h->cap[c] / 2;
+  if (h->ways[c] == HAK_WAY_FREE) n = h->cap[c];   /* no malloc would use the rest */
   void **head = _hak_tls.head[c], **last = head;
   for (unsigned i = 1; i < n; i++) last = last[0];
   _hak_tls.head[c] = last[0];

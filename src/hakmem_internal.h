@@ -320,6 +320,7 @@ _Static_assert(sizeof(struct hak_tls) <= 1024, "keep the thread front's TLS smal
 
 #define HAK_WARM_MAX 32                /* build maximum of the warm pool cap    */
 #define HAK_ONE_WAY_CAP 64u            /* blocks a list used one way may hold   */
+#define HAK_FREE_ONLY_CAP 32u          /* ... when that way is free; it spills whole */
 enum { HAK_WAY_MALLOC = 1, HAK_WAY_FREE = 2, HAK_WAY_BOTH = 3 };
 
 /* The cold part: one heap per thread, from the metadata arena, reused after
@@ -333,7 +334,9 @@ struct hak_heap {
   /* How class c's list has been used since its capacity was last 0:
    * HAK_WAY_MALLOC when it ran empty under malloc, HAK_WAY_FREE when it was
    * full under free. A list used one way only (a producer's, a
-   * consumer's) grows to at most HAK_ONE_WAY_CAP blocks: it only passes
+   * consumer's) grows to at most HAK_ONE_WAY_CAP blocks (a consumer's
+   * to HAK_FREE_ONLY_CAP, and spills whole: the same blocks per spill as
+   * half of HAK_ONE_WAY_CAP, half as many held): it only passes
    * blocks along, and a big one would hold them out of reach of the thread
    * that reuses them (see docs/experiments.md). */
   uint8_t ways[HAK_NCLS];
@@ -433,7 +436,7 @@ void   _hak_heaps_visit(hak_heap_visit_fn fn, void *arg); /* registry lock held 
   X(WARM_POOL_STATS,  0, 0, 1,     "1: print the warm pool per class at exit") \
   X(WARM_POOL_CAP,   16, 1, HAK_WARM_MAX, "slabs kept per class in the Tiny warm pool") \
   X(WARM_POOL_PREFILL, 3, 0, 16,   "extra slabs loaded when the warm pool runs empty") \
-  X(TINY_CACHE_KB,   64, 4, 1024,  "KiB a Tiny free list may grow to per class and thread (64 to 1024 blocks; 64 for a list used one way)") \
+  X(TINY_CACHE_KB,   64, 4, 1024,  "KiB a Tiny free list may grow to per class and thread (64 to 1024 blocks; 64 for a list used one way, 32 if only to free)") \
   X(THREAD_CACHE_KB, 4096, 64, 1048576, "KiB of free blocks the lists of one thread may hold, all classes together") \
   X(L2_RING_CAP,     POOL_L2_RING_CAP, 1, POOL_L2_RING_CAP, "capacity an L2 ring may grow to, per class (lowers the build's)") \
   X(L25_RING_CAP,    POOL_L25_RING_CAP, 1, POOL_L25_RING_CAP, "capacity an L2.5 ring may grow to, per class (lowers the build's)") \
