@@ -13,9 +13,11 @@ static void check_geometry(void) {
     CHECKF(c >= HAK_NTINY || k->slab_bytes % HAK_PAGE == 0, "C%u slab %u not whole pages", c, k->slab_bytes);
     CHECKF(k->ss_bytes % HAK_PAGE == 0, "C%u SuperSlab %llu not whole pages", c, (unsigned long long)k->ss_bytes);
     CHECKF(k->slab_bytes == k->slab_blocks * k->size, "C%u slab not whole blocks", c);
-    CHECKF(k->slab_blocks >= 4 && k->ss_slabs >= 1 && k->ss_slabs <= 255, "C%u geometry", c);
+    CHECKF(k->slab_blocks >= (k->tier == HAK_TIER_L25 ? 2u : 4u) && k->ss_slabs >= 1 && k->ss_slabs <= 255,
+           "C%u geometry", c);
     CHECKF(c < HAK_NTINY || k->slab_blocks <= 4 || k->slab_blocks <= 65536 / k->size + 1,
            "C%u: %u blocks per mid slab", c, k->slab_blocks);
+    CHECKF(k->tier != HAK_TIER_L25 || k->slab_blocks == 2, "C%u: %u blocks per L2.5 slab, want 2", c, k->slab_blocks);
     CHECKF(k->slab_blocks < (1u << (64 - HAK_REMOTE_SHIFT)), "C%u: remote counts overflow", c);
     CHECKF(k->ss_bytes == (uint64_t)k->ss_slabs * k->slab_bytes, "C%u SuperSlab bytes", c);
     CHECKF(HAK_REGION_BYTES / k->ss_bytes >= 64, "C%u: a region holds few SuperSlabs", c);
