@@ -32,6 +32,9 @@ void *_hak_malloc_slow(size_t n) {
       _hak_tls.head[c] = b[0];
       _hak_tls.credit[c]++;
       b[1] = NULL;
+#if HAK_FAST_STATS
+      _hak_tls.heap->stats.hits[c]++;
+#endif
       return b;
     }
   }
