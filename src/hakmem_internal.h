@@ -232,7 +232,7 @@ static inline void hak_unlock(hak_lock_t *l) {
 struct hak_pool {
   hak_lock_t lock;
   struct hak_slab *partial;          /* ownerless slabs with free blocks       */
-  uint32_t npartial;
+  uint32_t npartial;                 /* written under the lock, read as a hint */
   struct hak_superslab *hot;         /* SuperSlabs with free slabs             */
   struct hak_region *regions;
 } __attribute__((aligned(HAK_CACHELINE)));

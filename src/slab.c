@@ -186,12 +186,18 @@ static bool slab_has_free(const struct hak_slab *s) {
          atomic_load_explicit(&s->xremote, memory_order_relaxed);
 }
 
+/* npartial changes under the pool lock; the warm pool reads it without the
+ * lock (a hint), so both sides use relaxed atomics (plain moves on x86). */
+static inline void npartial_add(struct hak_pool *pool, int delta) {
+  __atomic_store_n(&pool->npartial, pool->npartial + (uint32_t)delta, __ATOMIC_RELAXED);
+}
+
 static void partial_push(struct hak_slab *s) {
   struct hak_pool *pool = &_hak_pools[s->cls];
   hak_lock(&pool->lock);
   s->next = pool->partial;
   pool->partial = s;
-  pool->npartial++;
+  npartial_add(pool, 1);
   hak_unlock(&pool->lock);
 }
 
@@ -230,7 +236,7 @@ static struct hak_slab *adopt_partial(struct hak_heap *h, unsigned c, bool fresh
     return NULL;
   }
   pool->partial = s->next;
-  pool->npartial--;
+  npartial_add(pool, -1);
   hak_unlock(&pool->lock);
   s->next = NULL;
   atomic_store(&s->xowner, h);
@@ -263,7 +269,7 @@ static struct hak_slab *next_slab(struct hak_heap *h, unsigned c) {
     /* A fresh slab the prefill took waits while the shared pool has slabs
      * with freed blocks: carving it would make new pages resident (a
      * producer's frees come back that way). */
-    if (h->warm[c][h->warm_n[c] - 1]->carved == 0 && HAK_RACY_LOAD(_hak_pools[c].npartial)) {
+    if (h->warm[c][h->warm_n[c] - 1]->carved == 0 && __atomic_load_n(&_hak_pools[c].npartial, __ATOMIC_RELAXED)) {
       struct hak_slab *s = adopt_partial(h, c, false);
       if (s) { h->stats.stage_shared[c]++; h->stats.slabs_adopted++; return s; }
     }
@@ -413,7 +419,7 @@ static size_t purge_class(unsigned c, const struct purge_policy *pp) {
     collect_remote(NULL, s);            /* the pool lock makes us its owner */
     if (s->used == 0) {
       *link = s->next;
-      pool->npartial--;
+      npartial_add(pool, -1);
       _hak_region_release_slab(s);
     } else {
       link = &s->next;
