@@ -26,17 +26,8 @@ static __attribute__((noinline)) void *malloc_refill(size_t n) {
  * the class table pop their list here as the inline path would. */
 void *_hak_malloc_slow(size_t n) {
   if (n - (HAK_TABLE_MAX + 1) < HAK_MID_MAX - HAK_TABLE_MAX) {
-    unsigned c = hak_l25_class(n);
-    void **b = (void **)_hak_tls.head[c];
-    if (HAK_LIKELY(b != NULL)) {
-      _hak_tls.head[c] = b[0];
-      _hak_tls.credit[c]++;
-      b[1] = NULL;
-#if HAK_FAST_STATS
-      _hak_tls.heap->stats.hits[c]++;
-#endif
-      return b;
-    }
+    void *b = hak_list_pop(hak_l25_class(n));
+    if (HAK_LIKELY(b != NULL)) return b;
   }
   return malloc_refill(n);
 }

@@ -515,21 +515,26 @@ HAK_FAST int hak_block_class(const void *p) {
   return hak_map_is_block((uintptr_t)p, &slot) ? _hak_map.cls[slot] : -1;
 }
 
+/* Pops the thread front's list of class c; NULL when it is empty. */
+HAK_FAST void *hak_list_pop(unsigned c) {
+  void **b = (void **)_hak_tls.head[c];
+  if (HAK_LIKELY(b != NULL)) {
+    _hak_tls.head[c] = b[0];
+    _hak_tls.credit[c]++;
+    b[1] = NULL;                              /* not free any more */
+#if HAK_FAST_STATS
+    _hak_tls.heap->stats.hits[c]++;           /* a list holds blocks only once the heap exists */
+#endif
+  }
+  return b;
+}
+
 /* HAK_FAST malloc: pop the thread front's list of the class. One branch
  * besides the size test; everything else is _hak_malloc_slow. */
 HAK_FAST void *hak_malloc_inline(size_t n) {
   if (HAK_LIKELY(n <= HAK_TABLE_MAX)) {
-    unsigned c = _hak_class_of[(n + 15) >> 4];
-    void **b = (void **)_hak_tls.head[c];
-    if (HAK_LIKELY(b != NULL)) {
-      _hak_tls.head[c] = b[0];
-      _hak_tls.credit[c]++;
-      b[1] = NULL;                            /* not free any more */
-#if HAK_FAST_STATS
-      _hak_tls.heap->stats.hits[c]++;         /* a list holds blocks only once the heap exists */
-#endif
-      return b;
-    }
+    void *b = hak_list_pop(_hak_class_of[(n + 15) >> 4]);
+    if (HAK_LIKELY(b != NULL)) return b;
   }
   return _hak_malloc_slow(n);
 }
