@@ -388,7 +388,7 @@ unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, unsigned r
 void     _hak_slab_return(struct hak_heap *h, unsigned c, void *chain);
 void     _hak_slab_detach(struct hak_heap *h, struct hak_slab *s);
 void     _hak_slab_free_home(unsigned c, void *p);
-struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool *adopted);
+struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok, bool *adopted);
 void     _hak_slab_check(const struct hak_slab *s);
 void     _hak_slab_fork_prepare(void);
 void     _hak_slab_fork_parent(void);

@@ -225,32 +225,26 @@ void _hak_slab_detach(struct hak_heap *h, struct hak_slab *s) {
   if (atomic_load(&s->xremote) && atomic_exchange(&s->xlisted, 1) == 0) partial_push(s);
 }
 
-/* An ownerless slab of class c's shared pool for heap h, or NULL. With
- * fresh_after, on NULL the pool lock stays held for taking a fresh slab. */
-static struct hak_slab *adopt_partial(struct hak_heap *h, unsigned c, bool fresh_after) {
+/* A slab for heap h: an ownerless one from the shared pool (adopted), else a
+ * fresh one; with fresh_ok false, only an adopted one. NULL when there is
+ * none (out of memory, or no ownerless slab). */
+struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok, bool *adopted) {
   struct hak_pool *pool = &_hak_pools[c];
   hak_lock(&pool->lock);
-  struct hak_slab *s = pool->partial;
-  if (!s) {
-    if (!fresh_after) hak_unlock(&pool->lock);
-    return NULL;
+  struct hak_slab *s = pool->partial;           /* the newest ownerless slab */
+  if (s) {
+    pool->partial = s->next;
+    npartial_add(pool, -1);
+    s->next = NULL;
   }
-  pool->partial = s->next;
-  npartial_add(pool, -1);
+  *adopted = s != NULL;
+  if (!s && fresh_ok) s = _hak_region_fresh_slab(c);
   hak_unlock(&pool->lock);
-  s->next = NULL;
-  atomic_store(&s->xowner, h);
-  return s;
-}
-
-/* A slab for heap h: an ownerless one from the shared pool (adopted), else a
- * fresh one. NULL when out of memory. */
-struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool *adopted) {
-  struct hak_slab *s = adopt_partial(h, c, true);
-  if (s) { *adopted = true; return s; }
-  s = _hak_region_fresh_slab(c);
-  hak_unlock(&_hak_pools[c].lock);
   if (!s) return NULL;
+  if (*adopted) {
+    atomic_store(&s->xowner, h);
+    return s;
+  }
   s->free = NULL;
   s->nfree = 0;
   s->carved = 0;
@@ -258,7 +252,6 @@ struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool *adopted
   atomic_store_explicit(&s->xremote, 0, memory_order_relaxed);
   atomic_store_explicit(&s->xlisted, 1, memory_order_relaxed);
   atomic_store(&s->xowner, h);
-  *adopted = false;
   return s;
 }
 
@@ -270,7 +263,8 @@ static struct hak_slab *next_slab(struct hak_heap *h, unsigned c) {
      * with freed blocks: carving it would make new pages resident (a
      * producer's frees come back that way). */
     if (h->warm[c][h->warm_n[c] - 1]->carved == 0 && __atomic_load_n(&_hak_pools[c].npartial, __ATOMIC_RELAXED)) {
-      struct hak_slab *s = adopt_partial(h, c, false);
+      bool adopted;
+      struct hak_slab *s = _hak_slab_acquire(h, c, false, &adopted);
       if (s) { h->stats.stage_shared[c]++; h->stats.slabs_adopted++; return s; }
     }
     h->stats.warm_hits[c]++;
@@ -279,14 +273,14 @@ static struct hak_slab *next_slab(struct hak_heap *h, unsigned c) {
   }
   if (c < HAK_NTINY) h->stats.warm_misses[c]++;
   bool adopted;
-  struct hak_slab *s = _hak_slab_acquire(h, c, &adopted);
+  struct hak_slab *s = _hak_slab_acquire(h, c, true, &adopted);
   if (!s) return NULL;
   if (adopted) { h->stats.stage_shared[c]++; h->stats.slabs_adopted++; }
   else h->stats.stage_fresh[c]++;
   if (c < HAK_NTINY) {
     long cap = _hak_option(HAK_OPT_WARM_POOL_CAP), prefill = _hak_option(HAK_OPT_WARM_POOL_PREFILL);
     for (long i = 0; i < prefill && h->warm_n[c] < cap; i++) {
-      struct hak_slab *w = _hak_slab_acquire(h, c, &adopted);
+      struct hak_slab *w = _hak_slab_acquire(h, c, true, &adopted);
       if (!w) break;
       if (adopted) h->stats.slabs_adopted++;
       h->warm[c][h->warm_n[c]++] = w;
