@@ -98,7 +98,10 @@ void _hak_classes_init(void) {
   }
 }
 
+/* Initializes hakmem first: a malloc can come before any constructor, and
+ * the class tables are written by the initialization. */
 unsigned _hak_class_of_size(size_t n) {
+  _hak_init();
   if (n <= HAK_TABLE_MAX) return _hak_class_of[(n + 15) >> 4];
   return hak_l25_class(n);
 }

@@ -1,6 +1,7 @@
 /* A small program that allocates in every tier from a few threads and prints
  * a checksum of what it wrote. test_static.sh links it with libhakmem.a and
  * compares its output with this plain (glibc) build. */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,8 +50,30 @@ static void *work(void *arg)
     return (void *)(uintptr_t)sum;
 }
 
+/* Linked statically, this runs before hakmem's own constructor: blocks of
+ * every tier taken before hakmem is initialized must be as big as asked. */
+static const size_t early_sizes[] = { 24, 1000, 5000, 40000, 70000, 300000, 2000000 };
+static unsigned char *early[sizeof early_sizes / sizeof early_sizes[0]];
+
+__attribute__((constructor(101))) static void allocate_early(void)
+{
+    for (size_t i = 0; i < sizeof early_sizes / sizeof early_sizes[0]; i++) {
+        early[i] = malloc(early_sizes[i]);
+        if (!early[i] || malloc_usable_size(early[i]) < early_sizes[i]) {
+            fprintf(stderr, "early malloc(%zu) gave a smaller block\n", early_sizes[i]);
+            exit(1);
+        }
+        memset(early[i], (int)i, early_sizes[i]);
+    }
+}
+
 int main(void)
 {
+    for (size_t i = 0; i < sizeof early_sizes / sizeof early_sizes[0]; i++) {
+        size_t n = early_sizes[i];
+        if (early[i][0] != i || early[i][n - 1] != i) { fprintf(stderr, "early block %zu changed\n", i); return 1; }
+        free(early[i]);
+    }
     pthread_t threads[THREADS];
     for (uintptr_t t = 0; t < THREADS; t++) pthread_create(&threads[t], NULL, work, (void *)t);
     for (int t = 0; t < THREADS; t++) {
