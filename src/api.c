@@ -26,7 +26,7 @@ static __attribute__((noinline)) void *malloc_refill(size_t n) {
  * the class table pop their list here as the inline path would. */
 void *_hak_malloc_slow(size_t n) {
   if (n - (HAK_TABLE_MAX + 1) < HAK_MID_MAX - HAK_TABLE_MAX) {
-    void *b = hak_list_pop(hak_l25_class(n));
+    void *b = hak_list_pop(HAK_FRONT(hak_l25_class(n)));
     if (HAK_LIKELY(b != NULL)) return b;
   }
   return malloc_refill(n);
@@ -44,9 +44,9 @@ static int live_class(void *p, const char *call) {
 /* A valid, not-free block the inline free could not take: a full list
  * (its credit went from 0 to -1) or a thread with no heap. */
 void _hak_free_front(void *p) {
-  unsigned c = _hak_map.cls[hak_map_slot((uintptr_t)p)];   /* (the fast path checked p) */
+  unsigned c = _hak_map.front[hak_map_slot((uintptr_t)p)] - 1u;   /* (the fast path checked p) */
   _hak_purge_tick();
-  _hak_tls.credit[c] = 0;
+  _hak_tls.credit[HAK_FRONT(c)] = 0;
   _hak_front_free_slow(p, c);
 }
 

@@ -73,26 +73,34 @@ enum hak_tier { HAK_TIER_TINY, HAK_TIER_L2, HAK_TIER_L25, HAK_TIER_LARGE };
 
 /* Geometry of one size class (slab.c fills it at init; test_sizeclass checks
  * it). Blocks of a class tile its regions with no gaps: block k of a region
- * is at base + k * size, so "is p a block start" is one multiply (magic is
- * Lemire's constant ceil(2^64 / size), which also divides). A slab is
- * slab_blocks blocks, a whole number of pages; a SuperSlab is ss_slabs slabs. */
+ * is at base + k * size, so "is p one of the first K block starts" is one
+ * multiply and one compare (hak_block_test). A slab is slab_blocks blocks, a
+ * whole number of pages; a SuperSlab is ss_slabs slabs. */
 struct hak_class {
   uint32_t size;          /* block size in bytes                               */
   uint32_t slab_blocks;   /* blocks per slab                                   */
   uint32_t slab_bytes;    /* slab_blocks * size, a multiple of HAK_PAGE        */
   uint32_t ss_slabs;      /* slabs per SuperSlab                               */
   uint64_t ss_bytes;      /* ss_slabs * slab_bytes                             */
-  uint64_t magic;         /* UINT64_MAX / size + 1                             */
+  uint64_t magic;         /* floor(2^64 / size) + 1                            */
+  uint64_t magic_unit;    /* magic * size mod 2^64, in [1, size]               */
   uint32_t carve_first;   /* block a slab carves first, then on, wrapping (< slab_blocks) */
   uint8_t  tier;          /* enum hak_tier                                     */
 };
 extern struct hak_class _hak_classes[HAK_NCLS];
-/* The class of every size up to HAK_TABLE_MAX, by (n + 15) >> 4: the sizes
- * the inline malloc serves. Larger L2.5 sizes take the slow path, which
- * finds their class among the 17 L2.5 classes: a table to 1 MiB would be
- * 64 KiB resident in every process. */
+/* Thread fronts are indexed by front slot: class + 1. Slot 0 holds no
+ * blocks, ever: its list is empty and it has no credit. */
+#define HAK_FRONT(c)     ((c) + 1)
+#define HAK_NFRONT       (HAK_NCLS + 1)
+/* The front slot of every size n up to HAK_TABLE_MAX, indexed by n itself:
+ * the sizes the inline malloc serves. 0 until the slow path writes the
+ * table's page that holds n (_hak_class_of_size), so the inline malloc of a
+ * size not seen before finds slot 0's empty list and takes the slow path;
+ * only the pages of sizes a program uses become resident (one for every
+ * size below 4 KiB). Larger L2.5 sizes take the slow path, which finds their
+ * class among the 17 L2.5 classes. */
 #define HAK_TABLE_MAX    (64u * 1024)
-extern uint8_t _hak_class_of[HAK_TABLE_MAX / 16 + 1];
+extern uint8_t _hak_front_of_size[HAK_TABLE_MAX + 1];
 /* Blocks of 4 KiB and more get HAK_COLOR_PAD bytes more than their class's
  * round size (slab.c says why). */
 #ifndef HAK_COLOR_PAD
@@ -106,20 +114,31 @@ static inline unsigned hak_l25_class(size_t n) {       /* HAK_TABLE_MAX < n <= H
   return _hak_l25_class_of[(n - HAK_COLOR_PAD - 1) >> HAK_L25_STEP_SHIFT];
 }
 
+/* Is offset x (< 2^32) the start of one of a class's first K blocks, given
+ * magic and limit = K * magic_unit? Write x = q * size + r. Then x * magic
+ * mod 2^64 is q * magic_unit when r == 0 (below limit exactly when q < K),
+ * and at least magic (> 2^44 > any limit) when r > 0, because size < 2^20
+ * keeps r * magic + q * magic_unit below 2^64. test_hakapi_classes checks it
+ * over every offset of the first slabs of every class. */
+static inline __attribute__((always_inline)) bool hak_block_test(uint32_t x, uint64_t magic, uint64_t limit) {
+  return (uint64_t)x * magic < limit;
+}
+
 /* ---- the ownership map ------------------------------------------------- */
-/* The address space is cut into 4 GiB slots. A slot that holds a class
- * region has end = absolute end of its mapped part, magic = the class's
- * divisibility constant and cls = the class; every other slot has end = 0.
- * So "a is a block of ours" is: a < end[(a >> 32) & 0xffff] (which also
- * rejects addresses with high bits set, since end < 2^48) and
- * (uint32_t)a * magic < magic. No scan, and no read of unmapped memory. */
+/* The address space is cut into 4 GiB slots; slot s is a >> 32 (< 2^16, so
+ * addresses with high bits set have none). A slot that holds a class region
+ * has magic = the class's divisibility constant, limit = K * magic_unit
+ * where K is the number of block starts below the end of its mapped part,
+ * and front = HAK_FRONT(the class); every other slot has limit = 0. So "a is a block of
+ * ours" is one bound and hak_block_test((uint32_t)a, magic[s], limit[s]):
+ * no scan, and no read of unmapped memory. */
 #define HAK_REGION_SHIFT 32
 #define HAK_REGION_BYTES (1ull << HAK_REGION_SHIFT)
 #define HAK_REGION_SLOTS (1u << 16)
 struct hak_map {
-  uint64_t end[HAK_REGION_SLOTS];
+  uint64_t limit[HAK_REGION_SLOTS];
   uint64_t magic[HAK_REGION_SLOTS];
-  uint8_t  cls[HAK_REGION_SLOTS];
+  uint8_t  front[HAK_REGION_SLOTS];
   struct hak_region *region[HAK_REGION_SLOTS];
 };
 extern struct hak_map _hak_map;
@@ -299,17 +318,18 @@ extern struct hak_gauges _hak_gauges;
 
 /* ---- per-thread state ---------------------------------------------------- */
 /* The hot part, in initial-exec TLS: read by the inline fast paths.
- * The thread front of class c (every class below Large): head[c] is a LIFO
- * list of free blocks linked through word 0 (word 1 holds _hak_free_key
- * while free) and credit[c] is how many more blocks it may take.
- * Invariant: |head[c]| + credit[c] == heap->cap[c] once the heap
+ * The thread front of class c (every class below Large), at f = HAK_FRONT(c):
+ * head[f] is a LIFO list of free blocks linked through word 0 (word 1 holds
+ * _hak_free_key while free) and credit[f] is how many more blocks it may
+ * take. Invariants: |head[f]| + credit[f] == heap->cap[c] once the heap
  * exists, outside the moment between a fast free finding no credit and the
- * slow path restoring credit[c] from -1 to 0. Before the heap exists, and
- * after the thread's exit flush, head[c] == NULL and credit[c] == 0, so
- * both fast paths fall through to their slow paths. */
+ * slow path restoring credit[f] from -1 to 0. Before the heap exists, and
+ * after the thread's exit flush, head[f] == NULL and credit[f] == 0, so
+ * both fast paths fall through to their slow paths. head[0] == NULL and
+ * credit[0] == 0 always. */
 struct hak_tls {
-  void *head[HAK_NCLS];
-  int32_t credit[HAK_NCLS];
+  void *head[HAK_NFRONT];
+  int32_t credit[HAK_NFRONT];
   struct hak_heap *heap;             /* NULL until the thread's first slow path */
   bool exited;                       /* its heap was flushed at thread exit     */
 };
@@ -377,6 +397,7 @@ struct hak_slab *_hak_region_slab_of(uintptr_t a, unsigned cls);
 struct hak_slab *_hak_region_fresh_slab(unsigned cls);      /* pool lock held */
 void   _hak_region_release_slab(struct hak_slab *s);         /* pool lock held */
 size_t _hak_region_shrink(struct hak_region *r);             /* pool lock held */
+uintptr_t _hak_region_end(unsigned slot);                    /* 0: no region; racy, for messages */
 void   _hak_region_set_state(struct hak_superslab *ss, unsigned state); /* pool lock held */
 void   _hak_region_prune_hot(struct hak_pool *pool);         /* pool lock held */
 
@@ -499,41 +520,41 @@ void   _hak_free_front(void *p);         /* a valid block whose list was full */
 HAK_FAST unsigned hak_map_slot(uintptr_t a) {
   return (unsigned)(a >> HAK_REGION_SHIFT) & (HAK_REGION_SLOTS - 1);
 }
-HAK_FAST uint64_t hak_map_end(unsigned slot) { return HAK_RACY_LOAD(_hak_map.end[slot]); }
-HAK_FAST uint64_t hak_map_magic(unsigned slot) { return HAK_RACY_LOAD(_hak_map.magic[slot]); }
+HAK_FAST uint64_t hak_map_limit(uintptr_t slot) { return HAK_RACY_LOAD(_hak_map.limit[slot]); }
+HAK_FAST uint64_t hak_map_magic(uintptr_t slot) { return HAK_RACY_LOAD(_hak_map.magic[slot]); }
 
 /* Is a the start of a block in a class region? *slot is its map slot. */
-HAK_FAST bool hak_map_is_block(uintptr_t a, unsigned *slot) {
-  *slot = hak_map_slot(a);
-  uint64_t magic = hak_map_magic(*slot);
-  return a < hak_map_end(*slot) && (uint64_t)(uint32_t)a * magic < magic;
+HAK_FAST bool hak_map_is_block(uintptr_t a, uintptr_t *slot) {
+  uintptr_t s = *slot = a >> HAK_REGION_SHIFT;
+  return s < HAK_REGION_SLOTS && hak_block_test((uint32_t)a, hak_map_magic(s), hak_map_limit(s));
 }
 
 /* The class of p when p is the start of a block in a class region, else -1. */
 HAK_FAST int hak_block_class(const void *p) {
-  unsigned slot;
-  return hak_map_is_block((uintptr_t)p, &slot) ? _hak_map.cls[slot] : -1;
+  uintptr_t slot;
+  return hak_map_is_block((uintptr_t)p, &slot) ? _hak_map.front[slot] - 1 : -1;
 }
 
-/* Pops the thread front's list of class c; NULL when it is empty. */
-HAK_FAST void *hak_list_pop(unsigned c) {
-  void **b = (void **)_hak_tls.head[c];
+/* Pops the thread front's list of front slot f; NULL when it is empty. */
+HAK_FAST void *hak_list_pop(uintptr_t f) {
+  void **b = (void **)_hak_tls.head[f];
   if (HAK_LIKELY(b != NULL)) {
-    _hak_tls.head[c] = b[0];
-    _hak_tls.credit[c]++;
+    _hak_tls.head[f] = b[0];
+    _hak_tls.credit[f]++;
     b[1] = NULL;                              /* not free any more */
 #if HAK_FAST_STATS
-    _hak_tls.heap->stats.hits[c]++;           /* a list holds blocks only once the heap exists */
+    _hak_tls.heap->stats.hits[f - 1]++;       /* a list holds blocks only once the heap exists */
 #endif
   }
   return b;
 }
 
 /* HAK_FAST malloc: pop the thread front's list of the class. One branch
- * besides the size test; everything else is _hak_malloc_slow. */
+ * besides the size test (a size whose table entry is not written yet pops
+ * slot 0, which is empty); everything else is _hak_malloc_slow. */
 HAK_FAST void *hak_malloc_inline(size_t n) {
   if (HAK_LIKELY(n <= HAK_TABLE_MAX)) {
-    void *b = hak_list_pop(_hak_class_of[(n + 15) >> 4]);
+    void *b = hak_list_pop(HAK_RACY_LOAD(_hak_front_of_size[n]));
     if (HAK_LIKELY(b != NULL)) return b;
   }
   return _hak_malloc_slow(n);
@@ -545,20 +566,20 @@ HAK_FAST void *hak_malloc_inline(size_t n) {
  * anything else (full list, Large, foreign, bad pointers) goes to a slow
  * path. */
 HAK_FAST void hak_free_inline(void *p) {
-  unsigned slot;
+  uintptr_t slot;
   if (HAK_LIKELY(hak_map_is_block((uintptr_t)p, &slot))) {
-    unsigned c = _hak_map.cls[slot];
+    uintptr_t f = _hak_map.front[slot];
     void **b = (void **)p;
     void *key = (void *)_hak_free_key;
     if (HAK_LIKELY(b[1] != key)) {
       /* credit goes to -1 when the list is full; the slow path puts it
        * back to 0. */
-      if (HAK_LIKELY(--_hak_tls.credit[c] >= 0)) {
-        b[0] = _hak_tls.head[c];
+      if (HAK_LIKELY(--_hak_tls.credit[f] >= 0)) {
+        b[0] = _hak_tls.head[f];
         b[1] = key;
-        _hak_tls.head[c] = b;
+        _hak_tls.head[f] = b;
 #if HAK_FAST_STATS
-        _hak_tls.heap->stats.frees[c]++;
+        _hak_tls.heap->stats.frees[f - 1]++;
 #endif
         return;
       }

@@ -26,9 +26,15 @@ struct hak_map _hak_map;
 static hak_lock_t slot_lock;
 static unsigned next_slot = HAK_FIRST_SLOT;
 
+/* Publishes the number of block starts below the end of r's mapped part. */
 static void map_publish_end(struct hak_region *r, const struct hak_class *k) {
-  uint64_t end = r->base + (uint64_t)r->ss_mapped * k->ss_bytes;
-  __atomic_store_n(&_hak_map.end[r->slot], end, __ATOMIC_RELEASE);
+  uint64_t blocks = ((uint64_t)r->ss_mapped * k->ss_bytes + k->size - 1) / k->size;
+  __atomic_store_n(&_hak_map.limit[r->slot], blocks * k->magic_unit, __ATOMIC_RELEASE);
+}
+
+uintptr_t _hak_region_end(unsigned slot) {
+  const struct hak_region *r = _hak_map.region[slot];
+  return r ? r->base + (uint64_t)__atomic_load_n(&r->ss_mapped, __ATOMIC_RELAXED) * _hak_classes[r->cls].ss_bytes : 0;
 }
 
 static inline struct hak_superslab **dir_slot(const struct hak_region *r, uint32_t index) {
@@ -126,7 +132,7 @@ static struct hak_region *region_open(unsigned cls) {
                               .ss_cap = ss_cap, .dir = dir, .dir_cap = dir_cap };
     if (region_grow(r)) {
       _hak_map.region[slot] = r;
-      _hak_map.cls[slot] = (uint8_t)cls;
+      _hak_map.front[slot] = (uint8_t)HAK_FRONT(cls);
       __atomic_store_n(&_hak_map.magic[slot], k->magic, __ATOMIC_RELEASE);
       map_publish_end(r, k);
       hak_unlock(&slot_lock);

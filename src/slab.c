@@ -6,7 +6,7 @@
 #include "hakmem_internal.h"
 
 struct hak_class _hak_classes[HAK_NCLS];
-uint8_t _hak_class_of[HAK_TABLE_MAX / 16 + 1];
+uint8_t _hak_front_of_size[HAK_TABLE_MAX + 1];
 struct hak_pool _hak_pools[HAK_NCLS];
 
 /* Block sizes: four classes per doubling (at most 25% apart), plus the L2
@@ -39,7 +39,7 @@ static const uint32_t class_sizes[HAK_NCLS] = {
  * (see docs/experiments.md). */
 
 _Static_assert(sizeof class_sizes / sizeof class_sizes[0] == HAK_NCLS, "class table size");
-_Static_assert(HAK_COLOR_PAD % 16 == 0, "class sizes are multiples of 16, so the lookup by (n + 15) >> 4 is exact");
+_Static_assert(HAK_COLOR_PAD % 16 == 0, "blocks of 16 B or more are 16-byte aligned");
 
 #define HAK_CARVE_BYTES   4096u          /* a Tiny refill carves at most this many bytes of fresh blocks */
 #define HAK_SLAB_TARGET   (64u * 1024)   /* slabs are at least this big ...   */
@@ -73,7 +73,9 @@ static void class_geometry(unsigned c) {
   k->slab_bytes = (uint32_t)slab;
   k->ss_slabs = (uint32_t)ss;
   k->ss_bytes = ss * slab;
-  k->magic = UINT64_MAX / size + 1;
+  k->magic = UINT64_MAX / size + 1 + ((size & (size - 1)) == 0);   /* floor(2^64 / size) + 1 */
+  k->magic_unit = k->magic * size;
+  HAK_ASSERT(k->magic_unit >= 1 && k->magic_unit <= size && k->magic > HAK_REGION_BYTES + size);
   k->carve_first = c < HAK_NTINY ? (uint32_t)((c * HAK_CARVE_COLOR) % slab / size) : 0;
   HAK_ASSERT(k->carve_first < k->slab_blocks);
   k->tier = c < HAK_NTINY ? HAK_TIER_TINY : c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25;
@@ -84,17 +86,25 @@ _Static_assert(HAK_TABLE_MAX % (1u << HAK_L25_STEP_SHIFT) == 0, "the L2.5 steps 
 
 void _hak_classes_init(void) {
   for (unsigned c = 0; c < HAK_NCLS; c++) class_geometry(c);
-  unsigned c = 0;
-  for (unsigned g = 0; g <= HAK_TABLE_MAX / 16; g++) {      /* n = 16 g */
-    while (_hak_classes[c].size < g * 16) c++;
-    HAK_ASSERT(_hak_classes[c].size % 16 == 0);
-    _hak_class_of[g] = (uint8_t)c;
-  }
   for (unsigned i = 0; i < sizeof _hak_l25_class_of; i++) {     /* n - pad - 1 in step i */
     size_t top = ((size_t)(i + 1) << HAK_L25_STEP_SHIFT) + HAK_COLOR_PAD;
     if (top > HAK_MID_MAX) top = HAK_MID_MAX;
-    for (c = HAK_NTINY + HAK_NL2; _hak_classes[c].size < top; c++) {}
+    unsigned c = HAK_NTINY + HAK_NL2;
+    while (_hak_classes[c].size < top) c++;
     _hak_l25_class_of[i] = (uint8_t)c;
+  }
+}
+
+/* Writes the page of _hak_front_of_size that holds n. Threads that do it at
+ * once write the same values. */
+static void front_of_size_fill(size_t n) {
+  size_t per_page = HAK_PAGE / sizeof _hak_front_of_size[0];
+  size_t first = n / per_page * per_page, last = first + per_page - 1;
+  if (last > HAK_TABLE_MAX) last = HAK_TABLE_MAX;
+  unsigned c = 0;
+  for (size_t m = first; m <= last; m++) {
+    while (_hak_classes[c].size < m) c++;
+    __atomic_store_n(&_hak_front_of_size[m], (uint8_t)HAK_FRONT(c), __ATOMIC_RELAXED);
   }
 }
 
@@ -102,8 +112,13 @@ void _hak_classes_init(void) {
  * the class tables are written by the initialization. */
 unsigned _hak_class_of_size(size_t n) {
   _hak_init();
-  if (n <= HAK_TABLE_MAX) return _hak_class_of[(n + 15) >> 4];
-  return hak_l25_class(n);
+  if (n > HAK_TABLE_MAX) return hak_l25_class(n);
+  unsigned f = __atomic_load_n(&_hak_front_of_size[n], __ATOMIC_RELAXED);
+  if (HAK_UNLIKELY(f == 0)) {
+    front_of_size_fill(n);
+    f = _hak_front_of_size[n];
+  }
+  return f - 1;
 }
 
 /* The smallest class whose blocks hold n bytes and all start at a multiple

@@ -34,20 +34,37 @@ static void check_geometry(void) {
   CHECK(_hak_classes[HAK_NCLS - 2].size < HAK_MID_MAX);
 }
 
-/* The fast path's test, (uint32)a * magic < magic, against a % size == 0
- * for every offset of the first 4 slabs and a sample of the whole 4 GiB. */
+/* The fast path's block test, hak_block_test(x, magic, K * magic_unit),
+ * against "x % size == 0 and x / size < K": for every offset of the first 4
+ * slabs and a sample of the whole 4 GiB (block starts and their neighbours),
+ * with K from one block to a full region. */
+static unsigned misjudged(const struct hak_class *k, uint64_t blocks) {
+  uint64_t limit = blocks * k->magic_unit;
+  unsigned bad = 0;
+  for (uint64_t x = 0; x < 4ull * k->slab_bytes; x++)
+    bad += hak_block_test((uint32_t)x, k->magic, limit) != (x % k->size == 0 && x / k->size < blocks);
+  for (uint64_t a = 0; a < HAK_REGION_BYTES; a += 999983)
+    for (uint64_t d = 0; d < 3; d++) {
+      uint64_t start = (a / k->size + d) * k->size;
+      for (uint64_t x = start - 1; x <= start + 1; x++)
+        if (x < HAK_REGION_BYTES)
+          bad += hak_block_test((uint32_t)x, k->magic, limit) != (x % k->size == 0 && x / k->size < blocks);
+    }
+  return bad;
+}
+
 static void check_divisibility(void) {
   for (unsigned c = 0; c < HAK_NCLS; c++) {
     const struct hak_class *k = &_hak_classes[c];
-    unsigned bad = 0;
-    for (uint64_t a = 0; a < 4ull * k->slab_bytes; a++)
-      bad += ((uint64_t)(uint32_t)a * k->magic < k->magic) != (a % k->size == 0);
-    for (uint64_t a = 0; a < HAK_REGION_BYTES; a += 999983)
-      for (uint64_t d = 0; d < 3; d++) {
-        uint64_t x = (a / k->size + d) * k->size;
-        if (x < HAK_REGION_BYTES) bad += !((uint64_t)(uint32_t)x * k->magic < k->magic);
-      }
-    CHECKF(bad == 0, "C%u (%u B): %u offsets misjudged", c, k->size, bad);
+    CHECKF(k->magic_unit >= 1 && k->magic_unit <= k->size, "C%u: magic_unit %llu", c,
+           (unsigned long long)k->magic_unit);
+    uint64_t most = (HAK_REGION_BYTES + k->size - 1) / k->size;
+    uint64_t ks[] = { 0, 1, k->slab_blocks + 1, 2ull * k->ss_slabs * k->slab_blocks, most };
+    for (unsigned i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+      unsigned bad = misjudged(k, ks[i]);
+      CHECKF(bad == 0, "C%u (%u B), %llu blocks: %u offsets misjudged", c, k->size,
+             (unsigned long long)ks[i], bad);
+    }
   }
 }
 
@@ -58,7 +75,8 @@ static void check_lookup(void) {
     uint32_t size = _hak_classes[c].size;
     bool smallest = c == 0 || _hak_classes[c - 1].size < n;
     bool tight = n < 64 || size * 4 <= n * 5;        /* at most 25% larger */
-    if (size < n || !smallest || !tight) {
+    bool table = n > HAK_TABLE_MAX || _hak_front_of_size[n] == HAK_FRONT(c);  /* what the inline malloc reads */
+    if (size < n || !smallest || !tight || !table) {
       if (bad++ < 5) fprintf(stderr, "n=%zu -> C%u (%u B)\n", n, c, size);
     }
   }
