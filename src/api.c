@@ -46,7 +46,7 @@ static int live_class(void *p, const char *call) {
 void _hak_free_front(void *p) {
   unsigned c = _hak_map.front[hak_map_slot((uintptr_t)p)] - 1u;   /* (the fast path checked p) */
   _hak_purge_tick();
-  _hak_tls.credit[HAK_FRONT(c)] = 0;
+  HAK_CREDIT(c) = 0;
   _hak_front_free_slow(p, c);
 }
 

@@ -66,16 +66,16 @@ void _hak_front_heap_init(struct hak_heap *h) {
     h->cap[c] = 0;
     h->ways[c] = 0;
     h->seen_head[c] = NULL;
-    _hak_tls.credit[HAK_FRONT(c)] = 0;
+    HAK_CREDIT(c) = 0;
   }
 }
 
 /* Class c's list goes back to its slabs, and its capacity to the thread's
  * budget: the list is as before the class's first use. */
 static void drop_list(struct hak_heap *h, unsigned c) {
-  void *list = _hak_tls.head[HAK_FRONT(c)];
-  _hak_tls.head[HAK_FRONT(c)] = NULL;
-  _hak_tls.credit[HAK_FRONT(c)] = 0;
+  void *list = HAK_LIST(c);
+  HAK_LIST(c) = NULL;
+  HAK_CREDIT(c) = 0;
   h->cap_bytes -= (size_t)h->cap[c] * _hak_classes[c].size;
   h->cap[c] = 0;
   h->ways[c] = 0;
@@ -95,16 +95,16 @@ static void release_idle_lists(struct hak_heap *h) {
   if (now - h->idle_look_ms < (uint32_t)_hak_option(HAK_OPT_PURGE_DELAY_MS)) return;
   h->idle_look_ms = now;
   for (unsigned c = 0; c < HAK_NCLS; c++) {
-    void *head = _hak_tls.head[HAK_FRONT(c)];
+    void *head = HAK_LIST(c);
     uint32_t events = (uint32_t)(h->stats.refills[c] + h->stats.spills[c]);
-    if (head && head == h->seen_head[c] && _hak_tls.credit[HAK_FRONT(c)] == h->seen_credit[c] &&
+    if (head && head == h->seen_head[c] && HAK_CREDIT(c) == h->seen_credit[c] &&
         events == h->seen_events[c]) {
       drop_list(h, c);
       h->stats.idle_releases++;
       head = NULL;
     }
     h->seen_head[c] = head;
-    h->seen_credit[c] = _hak_tls.credit[HAK_FRONT(c)];
+    h->seen_credit[c] = HAK_CREDIT(c);
     h->seen_events[c] = events;
   }
 }
@@ -116,7 +116,7 @@ static inline unsigned list_length(const void *list) {
 }
 /* Debug builds: the invariants of the front of class c. */
 #define CHECK_FRONT(h, c) \
-  HAK_ASSERT(list_length(_hak_tls.head[HAK_FRONT(c)]) + (uint64_t)_hak_tls.credit[HAK_FRONT(c)] == (h)->cap[c] && \
+  HAK_ASSERT(list_length(HAK_LIST(c)) + (uint64_t)HAK_CREDIT(c) == (h)->cap[c] && \
              (h)->cap[c] <= max_cap[c] && (h)->cap_bytes <= budget && \
              ((h)->ways[c] == HAK_WAY_BOTH || (h)->cap[c] <= HAK_ONE_WAY_CAP) && \
              ((h)->ways[c] != HAK_WAY_FREE || (h)->cap[c] <= HAK_FREE_ONLY_CAP) && \
@@ -141,7 +141,7 @@ static void grow(struct hak_heap *h, unsigned c, unsigned way) {
   if (want - cap > room) want = cap + (unsigned)room;
   h->cap[c] = (uint16_t)want;
   h->cap_bytes += (want - cap) * size;
-  _hak_tls.credit[HAK_FRONT(c)] += (int32_t)(want - cap);
+  HAK_CREDIT(c) += (int32_t)(want - cap);
 }
 
 /* Blocks a refill takes: half the capacity, at most HAK_REFILL_BYTES. */
@@ -157,7 +157,7 @@ void *_hak_front_alloc_slow(unsigned c) {
   struct hak_heap *h = _hak_heap_get();
   if (!h) { errno = ENOMEM; return NULL; }
   release_idle_lists(h);
-  void **b = _hak_tls.head[HAK_FRONT(c)];
+  void **b = HAK_LIST(c);
   if (!b) {
     h->stats.misses[c]++;
     grow(h, c, HAK_WAY_MALLOC);
@@ -165,12 +165,12 @@ void *_hak_front_alloc_slow(unsigned c) {
     unsigned n = _hak_slab_take(h, c, refill_batch(h, c), h->cap[c] ? h->cap[c] : 1, &chain);
     if (!n) { errno = ENOMEM; return NULL; }
     b = chain;
-    _hak_tls.head[HAK_FRONT(c)] = b[0];
-    _hak_tls.credit[HAK_FRONT(c)] -= (int32_t)(n - 1);
+    HAK_LIST(c) = b[0];
+    HAK_CREDIT(c) -= (int32_t)(n - 1);
   } else {
     h->stats.hits[c]++;
-    _hak_tls.head[HAK_FRONT(c)] = b[0];
-    _hak_tls.credit[HAK_FRONT(c)]++;
+    HAK_LIST(c) = b[0];
+    HAK_CREDIT(c)++;
   }
   b[1] = NULL;
   CHECK_FRONT(h, c);
@@ -185,12 +185,12 @@ void *_hak_front_alloc_slow(unsigned c) {
 static void spill(struct hak_heap *h, unsigned c) {
   unsigned n = h->cap[c] - h->cap[c] / 2;
   if (h->ways[c] == HAK_WAY_FREE) n = h->cap[c];   /* no malloc would use the rest */
-  void **head = _hak_tls.head[HAK_FRONT(c)], **last = head;
+  void **head = HAK_LIST(c), **last = head;
   for (unsigned i = 1; i < n; i++) last = last[0];
-  _hak_tls.head[HAK_FRONT(c)] = last[0];
+  HAK_LIST(c) = last[0];
   last[0] = NULL;
   _hak_slab_return(h, c, head);
-  _hak_tls.credit[HAK_FRONT(c)] += (int32_t)n;
+  HAK_CREDIT(c) += (int32_t)n;
   h->stats.spills[c]++;
 }
 
@@ -202,15 +202,15 @@ void _hak_front_free_slow(void *p, unsigned c) {
   if (!h && !_hak_tls.exited) h = _hak_heap_get();
   if (!h) { _hak_slab_free_home(c, p); return; }   /* exited, or no memory for a heap */
   release_idle_lists(h);
-  if (_hak_tls.credit[HAK_FRONT(c)] <= 0) {
+  if (HAK_CREDIT(c) <= 0) {
     grow(h, c, HAK_WAY_FREE);
     if (!h->cap[c]) { _hak_slab_free_home(c, p); return; }   /* no budget for a list */
-    if (_hak_tls.credit[HAK_FRONT(c)] <= 0) spill(h, c);
+    if (HAK_CREDIT(c) <= 0) spill(h, c);
   }
-  _hak_tls.credit[HAK_FRONT(c)]--;
-  b[0] = _hak_tls.head[HAK_FRONT(c)];
+  HAK_CREDIT(c)--;
+  b[0] = HAK_LIST(c);
   b[1] = (void *)_hak_free_key;
-  _hak_tls.head[HAK_FRONT(c)] = b;
+  HAK_LIST(c) = b;
   h->stats.frees[c]++;
   CHECK_FRONT(h, c);
 }

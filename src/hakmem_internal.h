@@ -115,11 +115,13 @@ static inline unsigned hak_l25_class(size_t n) {       /* HAK_TABLE_MAX < n <= H
 }
 
 /* Is offset x (< 2^32) the start of one of a class's first K blocks, given
- * magic and limit = K * magic_unit? Write x = q * size + r. Then x * magic
- * mod 2^64 is q * magic_unit when r == 0 (below limit exactly when q < K),
- * and at least magic (> 2^44 > any limit) when r > 0, because size < 2^20
- * keeps r * magic + q * magic_unit below 2^64. test_hakapi_classes checks it
- * over every offset of the first slabs of every class. */
+ * magic and limit = K * magic_unit? Write x = q * size + r. Modulo 2^64,
+ * x * magic is q * magic_unit + r * magic. When r == 0 that is below limit
+ * exactly when q < K. When r > 0 it is at least magic, which is above any
+ * limit (K * size <= 2^32): the sum cannot wrap while magic > 2^32 + size,
+ * true for every size below 2^30 (class_geometry asserts it). test_hakapi_
+ * classes checks the test over every offset of the first slabs of every
+ * class. */
 static inline __attribute__((always_inline)) bool hak_block_test(uint32_t x, uint64_t magic, uint64_t limit) {
   return (uint64_t)x * magic < limit;
 }
@@ -129,9 +131,9 @@ static inline __attribute__((always_inline)) bool hak_block_test(uint32_t x, uin
  * addresses with high bits set have none). A slot that holds a class region
  * has magic = the class's divisibility constant, limit = K * magic_unit
  * where K is the number of block starts below the end of its mapped part,
- * and front = HAK_FRONT(the class); every other slot has limit = 0. So "a is a block of
- * ours" is one bound and hak_block_test((uint32_t)a, magic[s], limit[s]):
- * no scan, and no read of unmapped memory. */
+ * and front = HAK_FRONT(its class); every other slot has limit = 0. So "a
+ * is a block of ours" is one bound and hak_block_test((uint32_t)a,
+ * magic[s], limit[s]): no scan, and no read of unmapped memory. */
 #define HAK_REGION_SHIFT 32
 #define HAK_REGION_BYTES (1ull << HAK_REGION_SHIFT)
 #define HAK_REGION_SLOTS (1u << 16)
@@ -333,6 +335,9 @@ struct hak_tls {
   struct hak_heap *heap;             /* NULL until the thread's first slow path */
   bool exited;                       /* its heap was flushed at thread exit     */
 };
+/* The list and the credit of class c, for the slow paths. */
+#define HAK_LIST(c)   (_hak_tls.head[HAK_FRONT(c)])
+#define HAK_CREDIT(c) (_hak_tls.credit[HAK_FRONT(c)])
 extern __thread struct hak_tls _hak_tls __attribute__((tls_model("initial-exec")));
 /* A dlopen()ed libhakmem gets its initial-exec TLS from the few hundred bytes
  * glibc keeps spare for that (test_foreign.sh does it). */

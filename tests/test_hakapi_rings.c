@@ -18,9 +18,9 @@
 
 /* Blocks in the ring of class c: its current capacity less its credit. */
 static unsigned ring_len(unsigned c) {
-  unsigned len = _hak_tls.heap->cap[c] - (unsigned)_hak_tls.credit[HAK_FRONT(c)];
+  unsigned len = _hak_tls.heap->cap[c] - (unsigned)HAK_CREDIT(c);
   unsigned walked = 0;
-  for (void **b = _hak_tls.head[HAK_FRONT(c)]; b; b = b[0]) walked++;
+  for (void **b = HAK_LIST(c); b; b = b[0]) walked++;
   CHECKF(walked == len, "C%u: %u blocks in the list, capacity less credit says %u", c, walked, len);
   return len;
 }
@@ -172,7 +172,7 @@ static void check_idle_release(void) {
   unsigned ca = _hak_class_of_size(256), cb = _hak_class_of_size(1000);
   for (int i = 0; i < N; i++) a[i] = hak_malloc(256);
   for (int i = 0; i < N; i++) hak_free(a[i]);
-  CHECK(_hak_tls.head[HAK_FRONT(ca)] != NULL && _hak_tls.heap->cap[ca] > 0);
+  CHECK(HAK_LIST(ca) != NULL && _hak_tls.heap->cap[ca] > 0);
   uint64_t before = _hak_tls.heap->stats.idle_releases;
   for (int look = 0; look < 4; look++) {
     sleep_ms(30);
@@ -181,7 +181,7 @@ static void check_idle_release(void) {
       for (int i = 0; i < M; i++) hak_free(b[(i * 7) % M]);
     }
   }
-  CHECKF(_hak_tls.head[HAK_FRONT(ca)] == NULL && _hak_tls.heap->cap[ca] == 0 && _hak_tls.credit[HAK_FRONT(ca)] == 0,
+  CHECKF(HAK_LIST(ca) == NULL && _hak_tls.heap->cap[ca] == 0 && HAK_CREDIT(ca) == 0,
          "the unused class kept %u blocks of capacity", _hak_tls.heap->cap[ca]);
   CHECK(_hak_tls.heap->stats.idle_releases > before);
   CHECKF(_hak_tls.heap->cap[cb] > 0, "the class in use lost its list");
