@@ -44,7 +44,7 @@ static int live_class(void *p, const char *call) {
 /* A valid, not-free block the inline free could not take: a full list
  * (its credit went from 0 to -1) or a thread with no heap. */
 void _hak_free_front(void *p) {
-  unsigned c = _hak_map.front[hak_map_slot((uintptr_t)p)] - 1u;   /* (the fast path checked p) */
+  unsigned c = hak_map_class(hak_map_slot((uintptr_t)p));   /* (the fast path checked p) */
   _hak_purge_tick();
   HAK_CREDIT(c) = 0;
   _hak_front_free_slow(p, c);

@@ -534,10 +534,13 @@ HAK_FAST bool hak_map_is_block(uintptr_t a, uintptr_t *slot) {
   return s < HAK_REGION_SLOTS && hak_block_test((uint32_t)a, hak_map_magic(s), hak_map_limit(s));
 }
 
+/* The class of the region in a slot that holds one. */
+HAK_FAST unsigned hak_map_class(uintptr_t slot) { return _hak_map.front[slot] - 1u; }
+
 /* The class of p when p is the start of a block in a class region, else -1. */
 HAK_FAST int hak_block_class(const void *p) {
   uintptr_t slot;
-  return hak_map_is_block((uintptr_t)p, &slot) ? _hak_map.front[slot] - 1 : -1;
+  return hak_map_is_block((uintptr_t)p, &slot) ? (int)hak_map_class(slot) : -1;
 }
 
 /* Pops the thread front's list of front slot f; NULL when it is empty. */

@@ -26,15 +26,20 @@ struct hak_map _hak_map;
 static hak_lock_t slot_lock;
 static unsigned next_slot = HAK_FIRST_SLOT;
 
+/* Bytes of r mapped so far, from its base. */
+static uint64_t region_mapped(const struct hak_region *r) {
+  return (uint64_t)__atomic_load_n(&r->ss_mapped, __ATOMIC_RELAXED) * _hak_classes[r->cls].ss_bytes;
+}
+
 /* Publishes the number of block starts below the end of r's mapped part. */
 static void map_publish_end(struct hak_region *r, const struct hak_class *k) {
-  uint64_t blocks = ((uint64_t)r->ss_mapped * k->ss_bytes + k->size - 1) / k->size;
+  uint64_t blocks = (region_mapped(r) + k->size - 1) / k->size;
   __atomic_store_n(&_hak_map.limit[r->slot], blocks * k->magic_unit, __ATOMIC_RELEASE);
 }
 
 uintptr_t _hak_region_end(unsigned slot) {
   const struct hak_region *r = _hak_map.region[slot];
-  return r ? r->base + (uint64_t)__atomic_load_n(&r->ss_mapped, __ATOMIC_RELAXED) * _hak_classes[r->cls].ss_bytes : 0;
+  return r ? r->base + region_mapped(r) : 0;
 }
 
 static inline struct hak_superslab **dir_slot(const struct hak_region *r, uint32_t index) {
@@ -87,7 +92,7 @@ static struct hak_superslab *ss_header(struct hak_region *r, uint32_t index) {
 static struct hak_superslab *region_grow(struct hak_region *r) {
   const struct hak_class *k = &_hak_classes[r->cls];
   if (r->full || r->ss_mapped >= r->ss_cap) { r->full = true; return NULL; }
-  uintptr_t at = r->base + (uint64_t)r->ss_mapped * k->ss_bytes;
+  uintptr_t at = r->base + region_mapped(r);
   void *mapped = _hak_os_map_at(at, k->ss_bytes);
   if (!mapped && errno == ENOMEM && _hak_large_trim())     /* out of memory: drop the Large cache, retry */
     mapped = _hak_os_map_at(at, k->ss_bytes);
