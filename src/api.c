@@ -22,13 +22,32 @@ static __attribute__((noinline)) void *malloc_refill(size_t n) {
   return p;
 }
 
-/* HAK_SLOW: every malloc the inline path could not serve. L2.5 sizes above
- * the class table pop their list here as the inline path would. */
-void *_hak_malloc_slow(size_t n) {
-  if (n - (HAK_TABLE_MAX + 1) < HAK_MID_MAX - HAK_TABLE_MAX) {
-    void *b = hak_list_pop(HAK_FRONT(hak_l25_class(n)));
-    if (HAK_LIKELY(b != NULL)) return b;
+/* A size the thread's table holds: the table was not copied yet (copy it and
+ * pop), or the list is empty. */
+static __attribute__((noinline)) void *malloc_small(size_t n) {
+  if (_hak_tls.front_of_size[n] == 0) {
+    _hak_thread_table_fill();
+    void *b = hak_list_pop(_hak_tls.front_of_size[n]);
+    if (b) return b;
   }
+  return malloc_refill(n);
+}
+
+/* HAK_SLOW: every malloc the inline path could not serve. Sizes past the
+ * thread's copy of the class table pop their list here as the inline path
+ * would (their class from the whole table, or among the L2.5 classes). */
+void *_hak_malloc_slow(size_t n) {
+  uintptr_t f;
+  if (HAK_LIKELY(n <= HAK_TABLE_MAX)) {
+    if (HAK_UNLIKELY(n <= HAK_TLS_TABLE_MAX)) return malloc_small(n);
+    f = HAK_RACY_LOAD(_hak_front_of_size[n]);
+  } else if (n <= HAK_MID_MAX) {
+    f = HAK_FRONT(hak_l25_class(n));
+  } else {
+    return malloc_refill(n);
+  }
+  void *b = hak_list_pop(f);
+  if (HAK_LIKELY(b != NULL)) return b;
   return malloc_refill(n);
 }
 
@@ -36,7 +55,7 @@ void *_hak_malloc_slow(size_t n) {
  * start. A class block that is free is a double free of call. */
 static int live_class(void *p, const char *call) {
   int c = hak_block_class(p);
-  if (c >= 0 && HAK_UNLIKELY(((void **)p)[1] == (void *)_hak_free_key))
+  if (c >= 0 && HAK_UNLIKELY(((void **)p)[1] == HAK_FREE_KEY))
     _hak_guard_double_free(p, call, _hak_classes[c].size);
   return c;
 }

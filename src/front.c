@@ -209,7 +209,7 @@ void _hak_front_free_slow(void *p, unsigned c) {
   }
   HAK_CREDIT(c)--;
   b[0] = HAK_LIST(c);
-  b[1] = (void *)_hak_free_key;
+  b[1] = HAK_FREE_KEY;
   HAK_LIST(c) = b;
   h->stats.frees[c]++;
   CHECK_FRONT(h, c);

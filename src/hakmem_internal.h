@@ -92,14 +92,17 @@ extern struct hak_class _hak_classes[HAK_NCLS];
  * blocks, ever: its list is empty and it has no credit. */
 #define HAK_FRONT(c)     ((c) + 1)
 #define HAK_NFRONT       (HAK_NCLS + 1)
-/* The front slot of every size n up to HAK_TABLE_MAX, indexed by n itself:
- * the sizes the inline malloc serves. 0 until the slow path writes the
- * table's page that holds n (_hak_class_of_size), so the inline malloc of a
- * size not seen before finds slot 0's empty list and takes the slow path;
- * only the pages of sizes a program uses become resident (one for every
- * size below 4 KiB). Larger L2.5 sizes take the slow path, which finds their
- * class among the 17 L2.5 classes. */
+/* The front slot of every size n up to HAK_TABLE_MAX, indexed by n itself.
+ * 0 until the slow path writes the table's page that holds n
+ * (_hak_class_of_size); only the pages of sizes a program uses become
+ * resident (one for every size below 4 KiB). Each thread keeps a copy of
+ * its start, to HAK_TLS_TABLE_MAX, in its TLS for the inline malloc (struct
+ * hak_tls); _hak_malloc_slow reads this one for sizes up to HAK_TABLE_MAX
+ * and pops as the inline path would. Larger L2.5 sizes find their class
+ * among the 17 L2.5 classes. */
 #define HAK_TABLE_MAX    (64u * 1024)
+#define HAK_TLS_TABLE_MAX 512u
+_Static_assert(HAK_TLS_TABLE_MAX < HAK_PAGE, "the thread copy is one page of the table");
 extern uint8_t _hak_front_of_size[HAK_TABLE_MAX + 1];
 /* Blocks of 4 KiB and more get HAK_COLOR_PAD bytes more than their class's
  * round size (slab.c says why). */
@@ -133,10 +136,22 @@ static inline __attribute__((always_inline)) bool hak_block_test(uint32_t x, uin
  * where K is the number of block starts below the end of its mapped part,
  * and front = HAK_FRONT(its class); every other slot has limit = 0. So "a
  * is a block of ours" is one bound and hak_block_test((uint32_t)a,
- * magic[s], limit[s]): no scan, and no read of unmapped memory. */
+ * magic[s], limit[s]): no scan, and no read of unmapped memory.
+ * Home slots: class c's first region is slot HAK_HOME_BASE + HAK_FRONT(c)
+ * when that address is free, so the inline free knows the list from the slot
+ * number. Invariant: no region lies below slot HAK_HOME_BASE, and a region
+ * in a slot s < HAK_HOME_BASE + HAK_NFRONT is the home region of class
+ * s - HAK_HOME_BASE - 1 (other regions take slots from HAK_FIRST_SLOT up). */
 #define HAK_REGION_SHIFT 32
 #define HAK_REGION_BYTES (1ull << HAK_REGION_SHIFT)
 #define HAK_REGION_SLOTS (1u << 16)
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#define HAK_HOME_BASE    4096u              /* 16 TiB: away from programs, libraries, JVM heaps */
+#else
+#define HAK_HOME_BASE    0u                 /* small address spaces, ThreadSanitizer's ranges */
+#endif
+#define HAK_FIRST_SLOT   (HAK_HOME_BASE + 64u)
+_Static_assert(HAK_NFRONT <= 64, "home slots end below HAK_FIRST_SLOT");
 struct hak_map {
   uint64_t limit[HAK_REGION_SLOTS];
   uint64_t magic[HAK_REGION_SLOTS];
@@ -144,6 +159,11 @@ struct hak_map {
   struct hak_region *region[HAK_REGION_SLOTS];
 };
 extern struct hak_map _hak_map;
+
+/* Word 1 of a block on a free list or in a cache holds HAK_FREE_KEY: the
+ * map's address, which the inline free has in a register already (a random
+ * key would cost a load). Program data rarely holds a pointer into hakmem. */
+#define HAK_FREE_KEY ((void *)&_hak_map)
 
 /* ---- slabs --------------------------------------------------------------- */
 /* One slab: a run of blocks of one class, owned by at most one heap.
@@ -332,6 +352,11 @@ extern struct hak_gauges _hak_gauges;
 struct hak_tls {
   void *head[HAK_NFRONT];
   int32_t credit[HAK_NFRONT];
+  /* The front slot of every size up to HAK_TLS_TABLE_MAX: this thread's
+   * copy of the start of _hak_front_of_size, so the inline malloc finds
+   * both its table and its lists from the thread pointer. All 0 (slot 0)
+   * until the thread's first slow malloc copies it. */
+  uint8_t front_of_size[HAK_TLS_TABLE_MAX + 1];
   struct hak_heap *heap;             /* NULL until the thread's first slow path */
   bool exited;                       /* its heap was flushed at thread exit     */
 };
@@ -339,9 +364,10 @@ struct hak_tls {
 #define HAK_LIST(c)   (_hak_tls.head[HAK_FRONT(c)])
 #define HAK_CREDIT(c) (_hak_tls.credit[HAK_FRONT(c)])
 extern __thread struct hak_tls _hak_tls __attribute__((tls_model("initial-exec")));
-/* A dlopen()ed libhakmem gets its initial-exec TLS from the few hundred bytes
- * glibc keeps spare for that (test_foreign.sh does it). */
-_Static_assert(sizeof(struct hak_tls) <= 1024, "keep the thread front's TLS small");
+/* A dlopen()ed libhakmem gets its initial-exec TLS from the spare bytes
+ * glibc keeps for that (about 1.7 KiB in all on Debian 12; test_foreign.sh
+ * does it). */
+_Static_assert(sizeof(struct hak_tls) <= 1280, "keep the thread front's TLS small");
 
 #define HAK_WARM_MAX 32                /* build maximum of the warm pool cap    */
 #define HAK_ONE_WAY_CAP 64u            /* blocks a list used one way may hold   */
@@ -409,6 +435,7 @@ void   _hak_region_prune_hot(struct hak_pool *pool);         /* pool lock held *
 /* ---- slab.c ---------------------------------------------------------------- */
 void     _hak_classes_init(void);
 unsigned _hak_class_of_size(size_t n);               /* n <= HAK_MID_MAX      */
+void     _hak_thread_table_fill(void);               /* the TLS copy of the table */
 int      _hak_class_for_aligned(size_t n, size_t align); /* -1: none          */
 unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain);
 void     _hak_slab_return(struct hak_heap *h, unsigned c, void *chain);
@@ -447,7 +474,6 @@ void   _hak_large_fork_parent(void);
 void   _hak_large_fork_child(void);
 
 /* ---- thread.c -------------------------------------------------------------- */
-extern uint64_t _hak_free_key;                       /* random, never 0       */
 struct hak_heap *_hak_heap_get(void);                 /* creates on first use  */
 void   _hak_heap_flush(struct hak_heap *h);           /* all its caches back   */
 void   _hak_init(void);
@@ -543,9 +569,60 @@ HAK_FAST int hak_block_class(const void *p) {
   return hak_map_is_block((uintptr_t)p, &slot) ? (int)hak_map_class(slot) : -1;
 }
 
+/* The thread front's accesses of the two inline paths, written for x86-64 by
+ * hand where GCC 12 spends one more instruction each (a register move; an
+ * address computed apart from the access); C elsewhere and under
+ * ThreadSanitizer. */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#define HAK_TLS_ASM 1
+#else
+#define HAK_TLS_ASM 0
+#endif
+
+/* The head of list f, loaded into the register malloc returns in. */
+HAK_FAST void **hak_head_load(uintptr_t f) {
+#if HAK_TLS_ASM
+  void **b;
+  __asm__("movq %1, %0" : "=a"(b) : "m"(_hak_tls.head[f]));
+  return b;
+#else
+  return (void **)_hak_tls.head[f];
+#endif
+}
+
+/* Pushes b on list s - HAK_HOME_BASE (s: a home slot, so s >= HAK_HOME_BASE)
+ * when the list has credit, taking one; false when it has none (its credit
+ * is -1 then, and the slow path puts it back to 0). */
+HAK_FAST bool hak_home_push(uintptr_t s, void **b) {
+#if HAK_TLS_ASM
+  void *tp, *old;
+  __asm__ goto("movq _hak_tls@gottpoff(%%rip), %[tp]\n\t"
+               "subl $1, %%fs:%c[credit](%[tp],%[s],4)\n\t"
+               "js %l[none]\n\t"
+               "movq %%fs:%c[head](%[tp],%[s],8), %[old]\n\t"
+               "movq %[b], %%fs:%c[head](%[tp],%[s],8)"
+               : [tp] "=&r"(tp), [old] "=&r"(old)
+               : [s] "r"(s), [b] "r"(b),
+                 [credit] "i"((long)offsetof(struct hak_tls, credit) - 4L * HAK_HOME_BASE),
+                 [head] "i"((long)offsetof(struct hak_tls, head) - 8L * HAK_HOME_BASE)
+               : "cc", "memory" : none);
+  (void)tp;
+  b[0] = old;
+  return true;
+none:
+  return false;
+#else
+  uintptr_t f = s - HAK_HOME_BASE;
+  if (--_hak_tls.credit[f] < 0) return false;
+  b[0] = _hak_tls.head[f];
+  _hak_tls.head[f] = b;
+  return true;
+#endif
+}
+
 /* Pops the thread front's list of front slot f; NULL when it is empty. */
 HAK_FAST void *hak_list_pop(uintptr_t f) {
-  void **b = (void **)_hak_tls.head[f];
+  void **b = hak_head_load(f);
   if (HAK_LIKELY(b != NULL)) {
     _hak_tls.head[f] = b[0];
     _hak_tls.credit[f]++;
@@ -557,37 +634,33 @@ HAK_FAST void *hak_list_pop(uintptr_t f) {
   return b;
 }
 
-/* HAK_FAST malloc: pop the thread front's list of the class. One branch
- * besides the size test (a size whose table entry is not written yet pops
- * slot 0, which is empty); everything else is _hak_malloc_slow. */
+/* HAK_FAST malloc: pop the thread front's list of the class, found in the
+ * thread's own copy of the class table. One branch besides the size test (a
+ * size whose entry is not copied yet pops slot 0, which is empty);
+ * everything else, larger sizes first, is _hak_malloc_slow. */
 HAK_FAST void *hak_malloc_inline(size_t n) {
-  if (HAK_LIKELY(n <= HAK_TABLE_MAX)) {
-    void *b = hak_list_pop(HAK_RACY_LOAD(_hak_front_of_size[n]));
+  if (HAK_LIKELY(n <= HAK_TLS_TABLE_MAX)) {
+    void *b = hak_list_pop(_hak_tls.front_of_size[n]);
     if (HAK_LIKELY(b != NULL)) return b;
   }
   return _hak_malloc_slow(n);
 }
 
-/* HAK_FAST free: a block of any class below Large (any thread's) goes on
- * this thread's list of its class while the list has credit. The checks —
- * block start in a class region, not already free — cost one compare each;
- * anything else (full list, Large, foreign, bad pointers) goes to a slow
- * path. */
+/* HAK_FAST free: a block of a class's home region (slot s, list
+ * s - HAK_HOME_BASE) goes on this thread's list while the list has credit.
+ * The checks (block start below the region's mapped end, not already free)
+ * cost one compare each; anything else (full list, other regions, Large,
+ * foreign, bad pointers) goes to a slow path. */
 HAK_FAST void hak_free_inline(void *p) {
-  uintptr_t slot;
-  if (HAK_LIKELY(hak_map_is_block((uintptr_t)p, &slot))) {
-    uintptr_t f = _hak_map.front[slot];
+  uintptr_t a = (uintptr_t)p, s = a >> HAK_REGION_SHIFT;
+  if (HAK_LIKELY(s < HAK_HOME_BASE + HAK_NFRONT &&
+                 hak_block_test((uint32_t)a, hak_map_magic(s), hak_map_limit(s)))) {
     void **b = (void **)p;
-    void *key = (void *)_hak_free_key;
-    if (HAK_LIKELY(b[1] != key)) {
-      /* credit goes to -1 when the list is full; the slow path puts it
-       * back to 0. */
-      if (HAK_LIKELY(--_hak_tls.credit[f] >= 0)) {
-        b[0] = _hak_tls.head[f];
-        b[1] = key;
-        _hak_tls.head[f] = b;
+    if (HAK_LIKELY(b[1] != HAK_FREE_KEY)) {
+      if (HAK_LIKELY(hak_home_push(s, b))) {
+        b[1] = HAK_FREE_KEY;
 #if HAK_FAST_STATS
-        _hak_tls.heap->stats.frees[f - 1]++;
+        _hak_tls.heap->stats.frees[s - HAK_HOME_BASE - 1]++;
 #endif
         return;
       }
@@ -597,8 +670,6 @@ HAK_FAST void hak_free_inline(void *p) {
   }
   _hak_free_slow(p, "free");
 }
-
-
 
 #pragma GCC visibility pop
 #endif

@@ -13,18 +13,20 @@
 
 struct hak_map _hak_map;
 
-/* Regions start at 16 TiB, far from where Linux puts programs, libraries,
- * heaps and stacks; on an address space too small for that (39-bit
- * aarch64), and under ThreadSanitizer, they start at 64 GiB. */
-#define HAK_FIRST_SLOT_LOW  16u
-#if defined(__SANITIZE_THREAD__)
-#define HAK_FIRST_SLOT      HAK_FIRST_SLOT_LOW   /* TSan allows only its application ranges */
+/* A class's first region is its home slot, HAK_HOME_BASE + HAK_FRONT(cls):
+ * 16 TiB up on x86-64, far from where Linux puts programs, libraries, heaps
+ * and stacks. Other regions (a home slot taken by someone else, or full)
+ * take slots from HAK_FIRST_OTHER up. Where the home slots are low (4 to 244
+ * GiB), that is 16 TiB, or HAK_FIRST_SLOT (256 GiB) when 16 TiB is beyond a
+ * small address space (39-bit aarch64) or ThreadSanitizer's ranges. */
+#if HAK_HOME_BASE == 0 && !defined(__SANITIZE_THREAD__)
+#define HAK_FIRST_OTHER     4096u
 #else
-#define HAK_FIRST_SLOT      4096u
+#define HAK_FIRST_OTHER     HAK_FIRST_SLOT
 #endif
 #define HAK_SLOT_TRIES      256u
 static hak_lock_t slot_lock;
-static unsigned next_slot = HAK_FIRST_SLOT;
+static unsigned next_slot = HAK_FIRST_OTHER;
 
 /* Bytes of r mapped so far, from its base. */
 static uint64_t region_mapped(const struct hak_region *r) {
@@ -127,7 +129,7 @@ static struct hak_region *region_open(unsigned cls) {
   if (!r) return NULL;                         /* arena memory is not returned */
   hak_lock(&slot_lock);
   for (unsigned tries = 0; tries < HAK_SLOT_TRIES; tries++) {
-    unsigned slot = next_slot++;
+    unsigned slot = tries == 0 ? HAK_HOME_BASE + HAK_FRONT(cls) : next_slot++;
     if (slot >= HAK_REGION_SLOTS) break;
     if (_hak_map.region[slot]) continue;
     uintptr_t base = (uintptr_t)slot << HAK_REGION_SHIFT;
@@ -138,6 +140,7 @@ static struct hak_region *region_open(unsigned cls) {
     if (region_grow(r)) {
       _hak_map.region[slot] = r;
       _hak_map.front[slot] = (uint8_t)HAK_FRONT(cls);
+      HAK_ASSERT(slot >= HAK_FIRST_SLOT || slot == HAK_HOME_BASE + HAK_FRONT(cls));
       __atomic_store_n(&_hak_map.magic[slot], k->magic, __ATOMIC_RELEASE);
       map_publish_end(r, k);
       hak_unlock(&slot_lock);
@@ -145,10 +148,11 @@ static struct hak_region *region_open(unsigned cls) {
       _hak_pools[cls].regions = r;
       return r;
     }
-    if (errno == ENOMEM && slot >= HAK_FIRST_SLOT && tries == 0) {
+    if (tries == 0) continue;                  /* the home slot is taken */
+    if (errno == ENOMEM && tries == 1 && HAK_FIRST_OTHER > HAK_FIRST_SLOT) {
       /* Either out of memory or above the top of a small address space:
        * try once low before giving up. */
-      next_slot = HAK_FIRST_SLOT_LOW;
+      next_slot = HAK_FIRST_SLOT;
       continue;
     }
     if (errno != EEXIST) break;                /* out of memory: give up now */

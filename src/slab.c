@@ -121,6 +121,14 @@ unsigned _hak_class_of_size(size_t n) {
   return f - 1;
 }
 
+/* Copies the start of the table into this thread's TLS, for the inline
+ * malloc (the table's first page holds it). */
+void _hak_thread_table_fill(void) {
+  _hak_class_of_size(HAK_TLS_TABLE_MAX);
+  for (size_t n = 0; n <= HAK_TLS_TABLE_MAX; n++)
+    _hak_tls.front_of_size[n] = __atomic_load_n(&_hak_front_of_size[n], __ATOMIC_RELAXED);
+}
+
 /* The smallest class whose blocks hold n bytes and all start at a multiple
  * of align (regions are 4 GiB aligned, so that is: size % align == 0). */
 int _hak_class_for_aligned(size_t n, size_t align) {
@@ -189,7 +197,7 @@ static unsigned slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, 
     if (k >= s->capacity) k -= s->capacity;
     void **b = (void **)(s->start + (uintptr_t)k * size);
     b[0] = *list;
-    b[1] = (void *)_hak_free_key;
+    b[1] = HAK_FREE_KEY;
     *list = b;
     n++;
   }
@@ -378,7 +386,7 @@ void _hak_slab_return(struct hak_heap *h, unsigned c, void *chain) {
 void _hak_slab_free_home(unsigned c, void *p) {
   void **b = p;
   b[0] = NULL;
-  b[1] = (void *)_hak_free_key;
+  b[1] = HAK_FREE_KEY;
   _hak_slab_return(NULL, c, b);
 }
 

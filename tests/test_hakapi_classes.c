@@ -101,8 +101,41 @@ static void check_aligned(void) {
   CHECK(_hak_class_for_aligned(100, 2 * HAK_MID_MAX) == -1);
 }
 
+/* A thread's first small malloc copies the start of the class table into its
+ * TLS, where the inline malloc reads it. */
+static void check_thread_table(void) {
+  void *p = hak_malloc(24);
+  CHECK(p != NULL);
+  unsigned bad = 0;
+  for (size_t n = 0; n <= HAK_TLS_TABLE_MAX; n++)
+    bad += _hak_tls.front_of_size[n] != _hak_front_of_size[n] || _hak_front_of_size[n] == 0;
+  CHECKF(bad == 0, "%u entries of the thread's table differ from the class table", bad);
+  hak_free(p);
+}
+
+/* Each class's first region is its home slot, so the inline free finds the
+ * list from the slot number; a freed block is marked with HAK_FREE_KEY. */
+static void check_home_slots(void) {
+  for (unsigned c = 0; c < HAK_NCLS; c++) {
+    size_t n = _hak_classes[c].size;
+    if (n > HAK_MID_MAX) n = HAK_MID_MAX;             /* the last class has the color pad on top */
+    CHECKF(_hak_class_of_size(n) == c, "C%u: %zu B is class %u", c, n, _hak_class_of_size(n));
+    void *p = hak_malloc(n);
+    CHECKF(p != NULL, "C%u: malloc(%zu)", c, n);
+    if (!p) continue;
+    uintptr_t slot = (uintptr_t)p >> HAK_REGION_SHIFT;
+    CHECKF(slot == HAK_HOME_BASE + HAK_FRONT(c), "C%u: block %p in slot %#lx, home is %#x", c, p,
+           (unsigned long)slot, HAK_HOME_BASE + HAK_FRONT(c));
+    CHECKF(hak_block_class(p) == (int)c, "C%u: the map says class %d", c, hak_block_class(p));
+    hak_free(p);
+    CHECKF(((void **)p)[1] == HAK_FREE_KEY, "C%u: a freed block is not marked free", c);
+  }
+}
+
 int main(void) {
   _hak_classes_init();
+  check_thread_table();
+  check_home_slots();
   check_geometry();
   check_divisibility();
   check_lookup();
