@@ -22,32 +22,13 @@ static __attribute__((noinline)) void *malloc_refill(size_t n) {
   return p;
 }
 
-/* A size the thread's table holds: the table was not copied yet (copy it and
- * pop), or the list is empty. */
-static __attribute__((noinline)) void *malloc_small(size_t n) {
-  if (_hak_tls.front_of_size[n] == 0) {
-    _hak_thread_table_fill();
-    void *b = hak_list_pop(_hak_tls.front_of_size[n]);
-    if (b) return b;
-  }
-  return malloc_refill(n);
-}
-
-/* HAK_SLOW: every malloc the inline path could not serve. Sizes past the
- * thread's copy of the class table pop their list here as the inline path
- * would (their class from the whole table, or among the L2.5 classes). */
+/* HAK_SLOW: every malloc the inline path could not serve. L2.5 sizes above
+ * the class table pop their list here as the inline path would. */
 void *_hak_malloc_slow(size_t n) {
-  uintptr_t f;
-  if (HAK_LIKELY(n <= HAK_TABLE_MAX)) {
-    if (HAK_UNLIKELY(n <= HAK_TLS_TABLE_MAX)) return malloc_small(n);
-    f = HAK_RACY_LOAD(_hak_front_of_size[n]);
-  } else if (n <= HAK_MID_MAX) {
-    f = HAK_FRONT(hak_l25_class(n));
-  } else {
-    return malloc_refill(n);
+  if (n - (HAK_TABLE_MAX + 1) < HAK_MID_MAX - HAK_TABLE_MAX) {
+    void *b = hak_list_pop(HAK_FRONT(hak_l25_class(n)));
+    if (HAK_LIKELY(b != NULL)) return b;
   }
-  void *b = hak_list_pop(f);
-  if (HAK_LIKELY(b != NULL)) return b;
   return malloc_refill(n);
 }
 

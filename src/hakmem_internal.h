@@ -92,17 +92,14 @@ extern struct hak_class _hak_classes[HAK_NCLS];
  * blocks, ever: its list is empty and it has no credit. */
 #define HAK_FRONT(c)     ((c) + 1)
 #define HAK_NFRONT       (HAK_NCLS + 1)
-/* The front slot of every size n up to HAK_TABLE_MAX, indexed by n itself.
- * 0 until the slow path writes the table's page that holds n
- * (_hak_class_of_size); only the pages of sizes a program uses become
- * resident (one for every size below 4 KiB). Each thread keeps a copy of
- * its start, to HAK_TLS_TABLE_MAX, in its TLS for the inline malloc (struct
- * hak_tls); _hak_malloc_slow reads this one for sizes up to HAK_TABLE_MAX
- * and pops as the inline path would. Larger L2.5 sizes find their class
- * among the 17 L2.5 classes. */
+/* The front slot of every size n up to HAK_TABLE_MAX, indexed by n itself:
+ * the sizes the inline malloc serves. 0 until the slow path writes the
+ * table's page that holds n (_hak_class_of_size), so the inline malloc of a
+ * size not seen before finds slot 0's empty list and takes the slow path;
+ * only the pages of sizes a program uses become resident (one for every
+ * size below 4 KiB). Larger L2.5 sizes take the slow path, which finds their
+ * class among the 17 L2.5 classes. */
 #define HAK_TABLE_MAX    (64u * 1024)
-#define HAK_TLS_TABLE_MAX 512u
-_Static_assert(HAK_TLS_TABLE_MAX < HAK_PAGE, "the thread copy is one page of the table");
 extern uint8_t _hak_front_of_size[HAK_TABLE_MAX + 1];
 /* Blocks of 4 KiB and more get HAK_COLOR_PAD bytes more than their class's
  * round size (slab.c says why). */
@@ -352,11 +349,6 @@ extern struct hak_gauges _hak_gauges;
 struct hak_tls {
   void *head[HAK_NFRONT];
   int32_t credit[HAK_NFRONT];
-  /* The front slot of every size up to HAK_TLS_TABLE_MAX: this thread's
-   * copy of the start of _hak_front_of_size, so the inline malloc finds
-   * both its table and its lists from the thread pointer. All 0 (slot 0)
-   * until the thread's first slow malloc copies it. */
-  uint8_t front_of_size[HAK_TLS_TABLE_MAX + 1];
   struct hak_heap *heap;             /* NULL until the thread's first slow path */
   bool exited;                       /* its heap was flushed at thread exit     */
 };
@@ -364,10 +356,9 @@ struct hak_tls {
 #define HAK_LIST(c)   (_hak_tls.head[HAK_FRONT(c)])
 #define HAK_CREDIT(c) (_hak_tls.credit[HAK_FRONT(c)])
 extern __thread struct hak_tls _hak_tls __attribute__((tls_model("initial-exec")));
-/* A dlopen()ed libhakmem gets its initial-exec TLS from the spare bytes
- * glibc keeps for that (about 1.7 KiB in all on Debian 12; test_foreign.sh
- * does it). */
-_Static_assert(sizeof(struct hak_tls) <= 1280, "keep the thread front's TLS small");
+/* A dlopen()ed libhakmem gets its initial-exec TLS from the few hundred bytes
+ * glibc keeps spare for that (test_foreign.sh does it). */
+_Static_assert(sizeof(struct hak_tls) <= 1024, "keep the thread front's TLS small");
 
 #define HAK_WARM_MAX 32                /* build maximum of the warm pool cap    */
 #define HAK_ONE_WAY_CAP 64u            /* blocks a list used one way may hold   */
@@ -435,7 +426,6 @@ void   _hak_region_prune_hot(struct hak_pool *pool);         /* pool lock held *
 /* ---- slab.c ---------------------------------------------------------------- */
 void     _hak_classes_init(void);
 unsigned _hak_class_of_size(size_t n);               /* n <= HAK_MID_MAX      */
-void     _hak_thread_table_fill(void);               /* the TLS copy of the table */
 int      _hak_class_for_aligned(size_t n, size_t align); /* -1: none          */
 unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain);
 void     _hak_slab_return(struct hak_heap *h, unsigned c, void *chain);
@@ -634,13 +624,12 @@ HAK_FAST void *hak_list_pop(uintptr_t f) {
   return b;
 }
 
-/* HAK_FAST malloc: pop the thread front's list of the class, found in the
- * thread's own copy of the class table. One branch besides the size test (a
- * size whose entry is not copied yet pops slot 0, which is empty);
- * everything else, larger sizes first, is _hak_malloc_slow. */
+/* HAK_FAST malloc: pop the thread front's list of the class. One branch
+ * besides the size test (a size whose table entry is not written yet pops
+ * slot 0, which is empty); everything else is _hak_malloc_slow. */
 HAK_FAST void *hak_malloc_inline(size_t n) {
-  if (HAK_LIKELY(n <= HAK_TLS_TABLE_MAX)) {
-    void *b = hak_list_pop(_hak_tls.front_of_size[n]);
+  if (HAK_LIKELY(n <= HAK_TABLE_MAX)) {
+    void *b = hak_list_pop(HAK_RACY_LOAD(_hak_front_of_size[n]));
     if (HAK_LIKELY(b != NULL)) return b;
   }
   return _hak_malloc_slow(n);

@@ -121,14 +121,6 @@ unsigned _hak_class_of_size(size_t n) {
   return f - 1;
 }
 
-/* Copies the start of the table into this thread's TLS, for the inline
- * malloc (the table's first page holds it). */
-void _hak_thread_table_fill(void) {
-  _hak_class_of_size(HAK_TLS_TABLE_MAX);
-  for (size_t n = 0; n <= HAK_TLS_TABLE_MAX; n++)
-    _hak_tls.front_of_size[n] = __atomic_load_n(&_hak_front_of_size[n], __ATOMIC_RELAXED);
-}
-
 /* The smallest class whose blocks hold n bytes and all start at a multiple
  * of align (regions are 4 GiB aligned, so that is: size % align == 0). */
 int _hak_class_for_aligned(size_t n, size_t align) {

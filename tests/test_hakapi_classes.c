@@ -101,18 +101,6 @@ static void check_aligned(void) {
   CHECK(_hak_class_for_aligned(100, 2 * HAK_MID_MAX) == -1);
 }
 
-/* A thread's first small malloc copies the start of the class table into its
- * TLS, where the inline malloc reads it. */
-static void check_thread_table(void) {
-  void *p = hak_malloc(24);
-  CHECK(p != NULL);
-  unsigned bad = 0;
-  for (size_t n = 0; n <= HAK_TLS_TABLE_MAX; n++)
-    bad += _hak_tls.front_of_size[n] != _hak_front_of_size[n] || _hak_front_of_size[n] == 0;
-  CHECKF(bad == 0, "%u entries of the thread's table differ from the class table", bad);
-  hak_free(p);
-}
-
 /* Each class's first region is its home slot, so the inline free finds the
  * list from the slot number; a freed block is marked with HAK_FREE_KEY. */
 static void check_home_slots(void) {
@@ -134,7 +122,6 @@ static void check_home_slots(void) {
 
 int main(void) {
   _hak_classes_init();
-  check_thread_table();
   check_home_slots();
   check_geometry();
   check_divisibility();
