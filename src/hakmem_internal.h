@@ -157,10 +157,10 @@ struct hak_map {
 };
 extern struct hak_map _hak_map;
 
-/* Word 1 of a block on a free list or in a cache holds HAK_FREE_KEY: the
- * map's address, which the inline free has in a register already (a random
- * key would cost a load). Program data rarely holds a pointer into hakmem. */
-#define HAK_FREE_KEY ((void *)&_hak_map)
+/* Word 1 of a block on a free list or in a cache holds HAK_FREE_KEY: a
+ * random 64-bit value, never 0, set at initialization (thread.c). */
+extern uint64_t _hak_free_key;
+#define HAK_FREE_KEY ((void *)_hak_free_key)
 
 /* ---- slabs --------------------------------------------------------------- */
 /* One slab: a run of blocks of one class, owned by at most one heap.
@@ -645,9 +645,10 @@ HAK_FAST void hak_free_inline(void *p) {
   if (HAK_LIKELY(s < HAK_HOME_BASE + HAK_NFRONT &&
                  hak_block_test((uint32_t)a, hak_map_magic(s), hak_map_limit(s)))) {
     void **b = (void **)p;
-    if (HAK_LIKELY(b[1] != HAK_FREE_KEY)) {
+    void *key = HAK_FREE_KEY;                 /* read once (the push's asm clobbers memory) */
+    if (HAK_LIKELY(b[1] != key)) {
       if (HAK_LIKELY(hak_home_push(s, b))) {
-        b[1] = HAK_FREE_KEY;
+        b[1] = key;
 #if HAK_FAST_STATS
         _hak_tls.heap->stats.frees[s - HAK_HOME_BASE - 1]++;
 #endif

@@ -6,8 +6,10 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/auxv.h>
 
 __thread struct hak_tls _hak_tls __attribute__((tls_model("initial-exec")));
+uint64_t _hak_free_key;
 
 static pthread_key_t heap_key;
 static _Atomic int init_state;                 /* 0 no, 1 running, 2 done */
@@ -18,6 +20,16 @@ static void thread_exit(void *arg);
 static void fork_prepare(void);
 static void fork_parent(void);
 static void fork_child(void);
+
+/* The free key marks blocks that are free (word 1). It must be unknowable to
+ * the program: the kernel's AT_RANDOM bytes, mixed with an address. */
+static uint64_t make_free_key(void) {
+  uint64_t k = (uint64_t)(uintptr_t)&heap_key * 0x9E3779B97F4A7C15ull;
+  const unsigned char *rnd = (const unsigned char *)getauxval(AT_RANDOM);
+  if (rnd) { uint64_t r; memcpy(&r, rnd + 8, sizeof r); k ^= r; }
+  k ^= _hak_os_now_ns() * 0xBF58476D1CE4E5B9ull;
+  return k | 1;                                /* never 0 (NULL) */
+}
 
 bool _hak_initialized(void) { return atomic_load_explicit(&init_state, memory_order_acquire) == 2; }
 
@@ -33,6 +45,7 @@ void _hak_init(void) {
   _hak_classes_init();
   _hak_options_init();
   _hak_front_init();
+  _hak_free_key = make_free_key();
   pthread_key_create(&heap_key, thread_exit);
   atomic_store_explicit(&init_state, 2, memory_order_release);
   pthread_atfork(fork_prepare, fork_parent, fork_child);
