@@ -116,7 +116,7 @@ unsigned _hak_class_of_size(size_t n) {
   unsigned f = __atomic_load_n(&_hak_front_of_size[n], __ATOMIC_RELAXED);
   if (HAK_UNLIKELY(f == 0)) {
     front_of_size_fill(n);
-    f = _hak_front_of_size[n];
+    f = __atomic_load_n(&_hak_front_of_size[n], __ATOMIC_RELAXED);   /* others may be filling it too */
   }
   return f - 1;
 }
