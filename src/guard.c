@@ -135,9 +135,8 @@ static size_t libc_block_usable(uintptr_t a) {
 /* Why p is not a block start, when it lies in memory hakmem knows. */
 static const char *describe(const void *p, char *buf, size_t len) {
   uintptr_t a = (uintptr_t)p;
-  unsigned slot = hak_map_slot(a);
-  if (a >> HAK_REGION_SHIFT < HAK_REGION_SLOTS && a < _hak_region_end(slot)) {
-    const struct hak_region *r = _hak_map.region[slot];
+  const struct hak_region *r = _hak_region_holding(a);
+  if (r) {
     uint32_t size = _hak_classes[r->cls].size;
     uintptr_t start = r->base + (a - r->base) / size * size;
     snprintf(buf, len, "inside the %u-byte block at %#lx", size, (unsigned long)start);

@@ -419,7 +419,7 @@ struct hak_slab *_hak_region_slab_of(uintptr_t a, unsigned cls);
 struct hak_slab *_hak_region_fresh_slab(unsigned cls);      /* pool lock held */
 void   _hak_region_release_slab(struct hak_slab *s);         /* pool lock held */
 size_t _hak_region_shrink(struct hak_region *r);             /* pool lock held */
-uintptr_t _hak_region_end(unsigned slot);                    /* 0: no region; racy, for messages */
+const struct hak_region *_hak_region_holding(uintptr_t a);   /* a in its mapped part; racy, for messages */
 void   _hak_region_set_state(struct hak_superslab *ss, unsigned state); /* pool lock held */
 void   _hak_region_prune_hot(struct hak_pool *pool);         /* pool lock held */
 

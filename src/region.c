@@ -39,9 +39,10 @@ static void map_publish_end(struct hak_region *r, const struct hak_class *k) {
   __atomic_store_n(&_hak_map.limit[r->slot], blocks * k->magic_unit, __ATOMIC_RELEASE);
 }
 
-uintptr_t _hak_region_end(unsigned slot) {
-  const struct hak_region *r = _hak_map.region[slot];
-  return r ? r->base + region_mapped(r) : 0;
+const struct hak_region *_hak_region_holding(uintptr_t a) {
+  if (a >> HAK_REGION_SHIFT >= HAK_REGION_SLOTS) return NULL;
+  const struct hak_region *r = _hak_map.region[a >> HAK_REGION_SHIFT];
+  return r && a < r->base + region_mapped(r) ? r : NULL;
 }
 
 static inline struct hak_superslab **dir_slot(const struct hak_region *r, uint32_t index) {
