@@ -7,8 +7,10 @@
 
 /* ---- routing ------------------------------------------------------------------ */
 static void *route_alloc(size_t n) {
-  if (n <= HAK_MID_MAX) return _hak_front_alloc_slow(_hak_class_of_size(n));   /* pops first */
-  return _hak_large_alloc(n, 0, false);
+  if (n > HAK_MID_MAX) return _hak_large_alloc(n, 0, false);
+  void *p = _hak_front_alloc_slow(_hak_class_of_size(n));   /* pops first */
+  if (HAK_UNLIKELY(!p) && n > HAK_L2_MAX) p = _hak_large_alloc(n, 0, false);   /* span slot full or taken */
+  return p;
 }
 
 /* Out of memory, it gives back what it caches and tries once more. */
@@ -36,6 +38,8 @@ void *_hak_malloc_slow(size_t n) {
  * start. A class block that is free is a double free of call. */
 static int live_class(void *p, const char *call) {
   int c = hak_block_class(p);
+  if (c < 0) c = _hak_span_class(p);
+  if (c == -2) _hak_guard_double_free(p, call, 0);
   if (c >= 0 && HAK_UNLIKELY(((void **)p)[1] == HAK_FREE_KEY))
     _hak_guard_double_free(p, call, _hak_classes[c].size);
   return c;
@@ -44,8 +48,7 @@ static int live_class(void *p, const char *call) {
 /* A valid, not-free block the inline free could not take: a full list
  * (its credit went from 0 to -1) or a thread with no heap. */
 void _hak_free_front(void *p) {
-  unsigned c = hak_map_class(hak_map_slot((uintptr_t)p));   /* (the fast path checked p) */
-  _hak_purge_tick();
+  unsigned c = hak_map_class(hak_map_slot((uintptr_t)p));   /* (the fast path checked p; a spill ticks the purge) */
   HAK_CREDIT(c) = 0;
   _hak_front_free_slow(p, c);
 }
@@ -55,12 +58,12 @@ void _hak_free_slow(void *p, const char *call) {
   if (!p) return;
   struct hak_heap *h = _hak_tls.heap;
   if (h) h->stats.free_slow++;
-  _hak_purge_tick();
   int c = live_class(p, call);
   if (c >= 0) {
-    _hak_front_free_slow(p, (unsigned)c);          /* pushes, spilling first if full */
+    _hak_front_free_slow(p, (unsigned)c);          /* pushes, spilling first if full (a purge tick) */
     return;
   }
+  _hak_purge_tick();
   if (_hak_large_free(p, call)) return;
   _hak_guard_foreign_free(p, call);
 }
@@ -173,7 +176,7 @@ HAK_API int hak_malloc_trim(size_t pad) {
   (void)pad;
   struct hak_heap *h = _hak_tls.heap;
   if (h) _hak_heap_flush(h);
-  size_t released = _hak_slab_purge(true) + _hak_large_trim();
+  size_t released = _hak_slab_purge(true) + _hak_span_purge(true) + _hak_large_trim();
   return released > 0;
 }
 

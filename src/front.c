@@ -57,6 +57,28 @@ size_t _hak_front_max_bytes(unsigned first, unsigned last) {
   return bytes < budget ? bytes : budget;
 }
 
+/* Blocks for and from class c's list: the slab engine, or the span heap
+ * (mid.c) for the classes from HAK_SPAN_FIRST up. */
+static bool spans(unsigned c) { return c >= HAK_SPAN_FIRST; }
+
+static unsigned take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain) {
+  if (spans(c)) { h->stats.refills[c]++; return _hak_span_take(c, max, chain); }
+  return _hak_slab_take(h, c, max, room, chain);
+}
+
+static void give_back(struct hak_heap *h, unsigned c, void *chain) {
+  if (spans(c)) _hak_span_return(c, chain);
+  else _hak_slab_return(h, c, chain);
+}
+
+/* One block with no list to go on (no heap, or after thread exit). */
+static void give_back_one(unsigned c, void *p) {
+  void **b = p;
+  b[0] = NULL;
+  b[1] = HAK_FREE_KEY;
+  give_back(NULL, c, b);
+}
+
 /* Every list empty, with no capacity until the class is first used. */
 void _hak_front_heap_init(struct hak_heap *h) {
   h->cap_bytes = 0;
@@ -79,7 +101,7 @@ static void drop_list(struct hak_heap *h, unsigned c) {
   h->cap_bytes -= (size_t)h->cap[c] * _hak_classes[c].size;
   h->cap[c] = 0;
   h->ways[c] = 0;
-  if (list) _hak_slab_return(h, c, list);
+  if (list) give_back(h, c, list);
 }
 
 /* A thread that stops using a class does not keep its list: at this
@@ -162,7 +184,7 @@ void *_hak_front_alloc_slow(unsigned c) {
     h->stats.misses[c]++;
     grow(h, c, HAK_WAY_MALLOC);
     void *chain;
-    unsigned n = _hak_slab_take(h, c, refill_batch(h, c), h->cap[c] ? h->cap[c] : 1, &chain);
+    unsigned n = take(h, c, refill_batch(h, c), h->cap[c] ? h->cap[c] : 1, &chain);
     if (!n) { errno = ENOMEM; return NULL; }
     b = chain;
     HAK_LIST(c) = b[0];
@@ -183,13 +205,14 @@ void *_hak_front_alloc_slow(unsigned c) {
  * in cache, and slab_return walks them: spilling the older half instead cost
  * the cross-thread producer/consumer benchmark 23%.) */
 static void spill(struct hak_heap *h, unsigned c) {
+  _hak_purge_tick();
   unsigned n = h->cap[c] - h->cap[c] / 2;
   if (h->ways[c] == HAK_WAY_FREE) n = h->cap[c];   /* no malloc would use the rest */
   void **head = HAK_LIST(c), **last = head;
   for (unsigned i = 1; i < n; i++) last = last[0];
   HAK_LIST(c) = last[0];
   last[0] = NULL;
-  _hak_slab_return(h, c, head);
+  give_back(h, c, head);
   HAK_CREDIT(c) += (int32_t)n;
   h->stats.spills[c]++;
 }
@@ -200,11 +223,11 @@ void _hak_front_free_slow(void *p, unsigned c) {
   void **b = p;
   struct hak_heap *h = _hak_tls.heap;
   if (!h && !_hak_tls.exited) h = _hak_heap_get();
-  if (!h) { _hak_slab_free_home(c, p); return; }   /* exited, or no memory for a heap */
+  if (!h) { give_back_one(c, p); return; }   /* exited, or no memory for a heap */
   release_idle_lists(h);
   if (HAK_CREDIT(c) <= 0) {
     grow(h, c, HAK_WAY_FREE);
-    if (!h->cap[c]) { _hak_slab_free_home(c, p); return; }   /* no budget for a list */
+    if (!h->cap[c]) { give_back_one(c, p); return; }   /* no budget for a list */
     if (HAK_CREDIT(c) <= 0) spill(h, c);
   }
   HAK_CREDIT(c)--;

@@ -45,7 +45,8 @@ void _hak_guard_assert_failed(const char *what, const char *file, int line) {
 }
 
 void _hak_guard_double_free(const void *p, const char *call, size_t size) {
-  _hak_guard_write("hakmem: %s(): %p is already free (double free of a %zu-byte block)\n", call, p, size);
+  if (size) _hak_guard_write("hakmem: %s(): %p is already free (double free of a %zu-byte block)\n", call, p, size);
+  else _hak_guard_write("hakmem: %s(): %p is already free (double free)\n", call, p);
   abort();
 }
 
@@ -144,7 +145,7 @@ static const char *describe(const void *p, char *buf, size_t len) {
   }
   uintptr_t start;
   size_t bytes;
-  if (_hak_large_containing(a, &start, &bytes)) {
+  if (_hak_span_containing(a, &start, &bytes) || _hak_large_containing(a, &start, &bytes)) {
     snprintf(buf, len, "inside the %zu-byte block at %#lx", bytes, (unsigned long)start);
     return buf;
   }

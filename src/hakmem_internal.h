@@ -430,7 +430,6 @@ int      _hak_class_for_aligned(size_t n, size_t align); /* -1: none          */
 unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain);
 void     _hak_slab_return(struct hak_heap *h, unsigned c, void *chain);
 void     _hak_slab_detach(struct hak_heap *h, struct hak_slab *s);
-void     _hak_slab_free_home(unsigned c, void *p);
 struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok, bool *adopted);
 void     _hak_slab_check(const struct hak_slab *s);
 void     _hak_slab_fork_prepare(void);
@@ -450,6 +449,21 @@ void  _hak_front_init(void);                      /* after the options          
 
 /* ---- mid.c ----------------------------------------------------------------- */
 unsigned _hak_mid_ring_cap(unsigned c);           /* from the build and options   */
+/* The span heap: blocks of the classes from HAK_SPAN_FIRST (the 40 KiB bridge
+ * class) up to 1 MiB are page runs of one shared slot, so the pages one class
+ * frees serve the others (see mid.c). A span class's ring holds at most
+ * HAK_SPAN_RING_BYTES of blocks (at least 2): the heap serves any class with
+ * what a ring would hold back. */
+#define HAK_SPAN_FIRST      (HAK_NTINY + 16)
+#define HAK_SPAN_RING_BYTES (256u * 1024)
+unsigned _hak_span_take(unsigned c, unsigned max, void **chain);  /* 0: out of memory */
+void   _hak_span_return(unsigned c, void *chain);
+int    _hak_span_class(const void *p);            /* -1: not a block start, -2: freed */
+bool   _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
+size_t _hak_span_purge(bool force);
+void   _hak_span_fork_prepare(void);
+void   _hak_span_fork_parent(void);
+void   _hak_span_fork_child(void);
 
 /* ---- large.c --------------------------------------------------------------- */
 void  *_hak_large_alloc(size_t n, size_t align, bool zero);
@@ -513,7 +527,7 @@ __attribute__((noreturn)) void _hak_guard_assert_failed(const char *what, const 
 void   _hak_guard_foreign_free(void *p, const char *call);
 size_t _hak_guard_foreign_usable(const void *p, const char *call);
 void  *_hak_guard_foreign_realloc(void *p, size_t n, const char *call);
-__attribute__((noreturn)) void _hak_guard_double_free(const void *p, const char *call, size_t size);
+__attribute__((noreturn)) void _hak_guard_double_free(const void *p, const char *call, size_t size); /* size 0: unknown */
 __attribute__((noreturn)) void _hak_guard_bad_pointer(const void *p, const char *call, const char *why);
 /* printf to stderr / to fd through a stack buffer: never allocates. */
 void   _hak_guard_write(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -10,6 +10,8 @@
  * docs/experiments.md.) */
 #include "hakmem_internal.h"
 
+#include <errno.h>
+
 #define HAK_RING_MAX_BYTES   (2048u * 1024)
 #define HAK_RING_MIN_CAP     2u
 
@@ -34,8 +36,362 @@ unsigned _hak_mid_ring_cap(unsigned c) {
   unsigned cap = list_item(_hak_option_string(l2 ? HAK_OPT_L2_RING_CAPS : HAK_OPT_L25_RING_CAPS), c - first);
   if (!cap) cap = (unsigned)_hak_option(l2 ? HAK_OPT_L2_RING_CAP : HAK_OPT_L25_RING_CAP);
   if (cap > build_cap(c)) cap = build_cap(c);
-  unsigned by_bytes = HAK_RING_MAX_BYTES / _hak_classes[c].size;
+  unsigned by_bytes = (c >= HAK_SPAN_FIRST ? HAK_SPAN_RING_BYTES : HAK_RING_MAX_BYTES) / _hak_classes[c].size;
   if (by_bytes < HAK_RING_MIN_CAP) by_bytes = HAK_RING_MIN_CAP;
   if (cap > by_bytes) cap = by_bytes;
   return cap ? cap : 1;
 }
+
+/* ---- the span heap --------------------------------------------------------------
+ * Blocks of the span classes (HAK_SPAN_FIRST, the 40 KiB bridge class, up to
+ * 1 MiB) are not carved from class regions: each is a run of whole pages in
+ * one shared slot, taken from and given back to one page heap, so the pages
+ * one class frees serve any other class at once (with a region per class,
+ * every class kept the memory of its own peak: docs/experiments.md). A free
+ * run merges with its free neighbours and waits in a bucket by length; its
+ * pages go back to the OS after the purge delay, or at malloc_trim, and a
+ * purged free run at the top gives back its address space too. The threads'
+ * rings (front.c) sit in front of the heap as for every class.
+ *
+ * A block starts 256 * (page % 8) bytes into its run's first page (the cache
+ * colors that class regions give blocks by their pad); every span class has
+ * that much room left in its last page (span_check_room).
+ *
+ * The slot is the first span class's home slot; its map entry keeps limit 0,
+ * so free's inline path sends span blocks to the slow path, which finds the
+ * block by its page. Every change is made under span.lock; the page table is
+ * read without it only to check a pointer the caller holds (a live run does
+ * not change under its owner) or to describe a bad one. */
+#define SPAN_SLOT        (HAK_HOME_BASE + HAK_FRONT(HAK_SPAN_FIRST))
+#define SPAN_PAGE_SHIFT  12
+#define SPAN_PAGES_MAX   (1u << (HAK_REGION_SHIFT - SPAN_PAGE_SHIFT))
+#define SPAN_GROW        (2u << 20)          /* bytes mapped at a time            */
+#define SPAN_BUCKETS     258u                /* free runs of 1..257 pages; [0]: longer */
+#define SPAN_NONE        UINT32_MAX
+#define SPAN_COLORS      8u
+#define SPAN_COLOR_STEP  256u
+#define SPAN_BATCH_MAX   64u                 /* runs one take hands out           */
+
+enum { SPAN_UNSET = 0, SPAN_FREE = 1, SPAN_USED = 2 };
+
+/* One entry per page of the slot. Invariants (span_check, debug builds): a
+ * run's first and last entries hold its length and state, the last one with
+ * tail set when the run is longer than a page, and its inner entries are
+ * unset; runs tile pages [0, top); no two free runs touch; a free run is on
+ * the bucket of its length. */
+struct span_page {
+  uint32_t len;             /* run length in pages                          */
+  uint8_t  state;           /* SPAN_FREE / SPAN_USED                        */
+  uint8_t  cls;             /* used run: its class                          */
+  uint8_t  tail;            /* the last entry of a run of 2 pages or more   */
+  uint8_t  dirty;           /* free run: some of its pages may be resident  */
+  uint32_t next, prev;      /* free run: its bucket's list                  */
+  uint32_t freed_ms;        /* free run: when it was last freed             */
+};
+
+static struct {
+  hak_lock_t lock;
+  _Atomic bool opened;
+  bool failed;
+  uintptr_t base;
+  struct span_page *page;   /* SPAN_PAGES_MAX entries, touched as used      */
+  _Atomic uint32_t top;     /* pages in runs                                */
+  uint32_t mapped;          /* pages mapped                                 */
+  uint32_t bucket[SPAN_BUCKETS];
+  uint64_t nonempty[(SPAN_BUCKETS + 63) / 64];
+} span;
+
+static unsigned bucket_of(uint32_t len) { return len < SPAN_BUCKETS ? len : 0; }
+
+static void bucket_insert(uint32_t i) {
+  struct span_page *e = &span.page[i];
+  unsigned b = bucket_of(e->len);
+  e->prev = SPAN_NONE;
+  e->next = span.bucket[b];
+  if (e->next != SPAN_NONE) span.page[e->next].prev = i;
+  span.bucket[b] = i;
+  span.nonempty[b / 64] |= 1ull << (b % 64);
+}
+
+static void bucket_remove(uint32_t i) {
+  struct span_page *e = &span.page[i];
+  unsigned b = bucket_of(e->len);
+  if (e->prev != SPAN_NONE) span.page[e->prev].next = e->next;
+  else span.bucket[b] = e->next;
+  if (e->next != SPAN_NONE) span.page[e->next].prev = e->prev;
+  if (span.bucket[b] == SPAN_NONE) span.nonempty[b / 64] &= ~(1ull << (b % 64));
+}
+
+/* Entries are written with relaxed atomics: a racy reader (a bad pointer's
+ * check) sees old or new values, never torn ones. */
+static void entry_set(uint32_t i, uint32_t len, unsigned state, unsigned cls, bool tail) {
+  struct span_page *e = &span.page[i];
+  __atomic_store_n(&e->len, len, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->cls, (uint8_t)cls, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->tail, (uint8_t)tail, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->state, (uint8_t)state, __ATOMIC_RELAXED);
+}
+
+static void run_set(uint32_t i, uint32_t len, unsigned state, unsigned cls) {
+  entry_set(i, len, state, cls, false);
+  if (len > 1) entry_set(i + len - 1, len, state, cls, true);
+}
+
+static void run_clear(uint32_t i, uint32_t len) {
+  entry_set(i, 0, SPAN_UNSET, 0, false);
+  if (len > 1) entry_set(i + len - 1, 0, SPAN_UNSET, 0, false);
+}
+
+static void free_run_set(uint32_t i, uint32_t len, bool dirty, uint32_t freed_ms) {
+  run_set(i, len, SPAN_FREE, 0);
+  span.page[i].dirty = dirty;
+  span.page[i].freed_ms = freed_ms;
+  bucket_insert(i);
+}
+
+/* Every span class leaves room for the last color in its last page. */
+static bool span_check_room(void) {
+  for (unsigned c = HAK_SPAN_FIRST; c < HAK_NCLS; c++) {
+    uint32_t size = _hak_classes[c].size, run = (size + HAK_PAGE - 1) / HAK_PAGE * HAK_PAGE;
+    if (run - size < (SPAN_COLORS - 1) * SPAN_COLOR_STEP) return false;
+  }
+  return true;
+}
+
+/* Maps the page table (address space only until used); once. */
+static bool span_open(void) {
+  if (atomic_load_explicit(&span.opened, memory_order_relaxed) || span.failed)
+    return atomic_load_explicit(&span.opened, memory_order_relaxed);
+  span.failed = true;
+  HAK_ASSERT(span_check_room());
+  span.base = (uintptr_t)SPAN_SLOT << HAK_REGION_SHIFT;
+  span.page = _hak_os_map((size_t)SPAN_PAGES_MAX * sizeof *span.page);
+  if (!span.page) return false;
+  for (unsigned b = 0; b < SPAN_BUCKETS; b++) span.bucket[b] = SPAN_NONE;
+  span.failed = false;
+  atomic_store_explicit(&span.opened, true, memory_order_release);
+  return true;
+}
+
+/* Pages up to end are mapped (SPAN_GROW at a time, at fixed addresses). */
+static bool span_map_to(uint32_t end) {
+  if (end <= span.mapped) return true;
+  if (end > SPAN_PAGES_MAX) return false;
+  uint64_t bytes = ((uint64_t)(end - span.mapped) << SPAN_PAGE_SHIFT) + SPAN_GROW - 1;
+  bytes -= bytes % SPAN_GROW;
+  uint64_t room = (uint64_t)(SPAN_PAGES_MAX - span.mapped) << SPAN_PAGE_SHIFT;
+  if (bytes > room) bytes = room;
+  uintptr_t at = span.base + ((uintptr_t)span.mapped << SPAN_PAGE_SHIFT);
+  if (!_hak_os_map_at(at, bytes) &&
+      !(errno == ENOMEM && _hak_large_trim() && _hak_os_map_at(at, bytes))) return false;
+  span.mapped += (uint32_t)(bytes >> SPAN_PAGE_SHIFT);
+  _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, (int64_t)bytes);
+  return true;
+}
+
+/* The free run that best fits len pages: the shortest non-empty bucket from
+ * len up, else the first long enough among the longest runs. */
+static uint32_t best_fit(uint32_t len) {
+  for (unsigned b = len; b < SPAN_BUCKETS; b = (b / 64 + 1) * 64) {
+    uint64_t bits = span.nonempty[b / 64] >> (b % 64);
+    if (bits) return span.bucket[b + (unsigned)__builtin_ctzll(bits)];
+  }
+  for (uint32_t j = span.bucket[0]; j != SPAN_NONE; j = span.page[j].next)
+    if (span.page[j].len >= len) return j;
+  return SPAN_NONE;
+}
+
+/* A used run of len pages for class c, or SPAN_NONE when the slot is full
+ * or the kernel refuses. */
+static uint32_t run_alloc(uint32_t len, unsigned c) {
+  uint32_t i = best_fit(len);
+  if (i != SPAN_NONE) {
+    struct span_page e = span.page[i];
+    bucket_remove(i);
+    run_clear(i, e.len);
+    if (e.len > len) free_run_set(i + len, e.len - len, e.dirty, e.freed_ms);
+    if (!e.dirty) atomic_fetch_add(&_hak_gauges.bytes_reused, (int64_t)len << SPAN_PAGE_SHIFT);
+  } else {                                   /* at the top, with the free run that ends there */
+    uint32_t top = atomic_load_explicit(&span.top, memory_order_relaxed), have = 0;
+    i = top;
+    if (top && span.page[top - 1].state == SPAN_FREE) {
+      have = span.page[top - 1].len;
+      i = top - have;
+    }
+    if (!span_map_to(i + len)) return SPAN_NONE;
+    if (have) { bucket_remove(i); run_clear(i, have); }
+    atomic_store_explicit(&span.top, i + len, memory_order_release);
+  }
+  run_set(i, len, SPAN_USED, c);
+  return i;
+}
+
+/* Used run i becomes free at now_ms, merged with free neighbours. */
+static void run_free(uint32_t i, uint32_t now_ms) {
+  uint32_t len = span.page[i].len, start = i, total = len;
+  run_clear(i, len);
+  if (start && span.page[start - 1].state == SPAN_FREE) {
+    uint32_t before = span.page[start - 1].len;
+    start -= before;
+    bucket_remove(start);
+    run_clear(start, before);
+    total += before;
+  }
+  uint32_t next = i + len;
+  if (next < atomic_load_explicit(&span.top, memory_order_relaxed) && span.page[next].state == SPAN_FREE) {
+    uint32_t after = span.page[next].len;
+    bucket_remove(next);
+    run_clear(next, after);
+    total += after;
+  }
+  free_run_set(start, total, true, now_ms);
+}
+
+/* Debug builds: the invariants written beside struct span_page. */
+static void span_check(void) {
+  if (!HAK_DEBUG) return;
+  uint32_t top = atomic_load_explicit(&span.top, memory_order_relaxed);
+  bool last_free = false;
+  for (uint32_t i = 0; i < top; ) {
+    const struct span_page *e = &span.page[i], *last = &span.page[i + e->len - 1];
+    HAK_ASSERT(e->len >= 1 && i + e->len <= top && !e->tail);
+    HAK_ASSERT(e->state == SPAN_FREE || e->state == SPAN_USED);
+    HAK_ASSERT(e->len == 1 || (last->len == e->len && last->state == e->state && last->tail));
+    HAK_ASSERT(!(last_free && e->state == SPAN_FREE));
+    if (e->len > 2) HAK_ASSERT(span.page[i + 1].state == SPAN_UNSET);
+    if (e->state == SPAN_FREE) {
+      uint32_t j = span.bucket[bucket_of(e->len)];
+      while (j != SPAN_NONE && j != i) j = span.page[j].next;
+      HAK_ASSERT(j == i);
+    }
+    last_free = e->state == SPAN_FREE;
+    i += e->len;
+  }
+}
+
+static uint32_t class_pages(unsigned c) {
+  return (_hak_classes[c].size + HAK_PAGE - 1) >> SPAN_PAGE_SHIFT;
+}
+
+static uintptr_t block_at(uint32_t i) {
+  return span.base + ((uintptr_t)i << SPAN_PAGE_SHIFT) + (i % SPAN_COLORS) * SPAN_COLOR_STEP;
+}
+
+/* Up to max blocks of span class c as a list linked through word 0, each with
+ * word 1 = the free key. Returns how many (0: out of memory). */
+unsigned _hak_span_take(unsigned c, unsigned max, void **chain) {
+  uint32_t runs[SPAN_BATCH_MAX], pages = class_pages(c);
+  unsigned got = 0;
+  if (max > SPAN_BATCH_MAX) max = SPAN_BATCH_MAX;
+  hak_lock(&span.lock);
+  if (span_open())
+    while (got < max && (runs[got] = run_alloc(pages, c)) != SPAN_NONE) got++;
+  span_check();
+  hak_unlock(&span.lock);
+  void *list = NULL;
+  for (unsigned k = got; k-- > 0; ) {         /* outside the lock: fresh pages fault in here */
+    void **b = (void **)block_at(runs[k]);
+    b[0] = list;
+    b[1] = HAK_FREE_KEY;
+    list = b;
+  }
+  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak,
+                 (int64_t)got * _hak_classes[c].size);
+  *chain = list;
+  return got;
+}
+
+/* A chain of blocks of span class c (linked through word 0) back to the heap. */
+void _hak_span_return(unsigned c, void *chain) {
+  int64_t n = 0;
+  uint32_t now = _hak_os_now_ms();
+  hak_lock(&span.lock);
+  for (void **b = chain, **next; b; b = next, n++) {
+    next = b[0];
+    uint32_t i = (uint32_t)(((uintptr_t)b - span.base) >> SPAN_PAGE_SHIFT);
+    HAK_ASSERT((uintptr_t)b == block_at(i) && span.page[i].state == SPAN_USED && span.page[i].cls == c);
+    run_free(i, now);
+  }
+  span_check();
+  hak_unlock(&span.lock);
+  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, -n * _hak_classes[c].size);
+}
+
+/* p's class when p is a used block start of the span heap; -1 when p is not
+ * in it or not a block start; -2 when p starts a free run (freed before). */
+int _hak_span_class(const void *p) {
+  uintptr_t off = (uintptr_t)p - span.base;
+  if (!atomic_load_explicit(&span.opened, memory_order_acquire) ||
+      off >= (uintptr_t)atomic_load_explicit(&span.top, memory_order_acquire) << SPAN_PAGE_SHIFT)
+    return -1;
+  uint32_t i = (uint32_t)(off >> SPAN_PAGE_SHIFT);
+  if ((uintptr_t)p != block_at(i) || __atomic_load_n(&span.page[i].tail, __ATOMIC_RELAXED)) return -1;
+  unsigned state = __atomic_load_n(&span.page[i].state, __ATOMIC_RELAXED);
+  return state == SPAN_USED ? __atomic_load_n(&span.page[i].cls, __ATOMIC_RELAXED)
+       : state == SPAN_FREE ? -2 : -1;
+}
+
+/* For messages: the used block whose run holds a (racy). */
+bool _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
+  uintptr_t off = a - span.base;
+  if (!atomic_load_explicit(&span.opened, memory_order_acquire) ||
+      off >= (uintptr_t)atomic_load_explicit(&span.top, memory_order_acquire) << SPAN_PAGE_SHIFT)
+    return false;
+  uint32_t i = (uint32_t)(off >> SPAN_PAGE_SHIFT);
+  while (i && __atomic_load_n(&span.page[i].state, __ATOMIC_RELAXED) == SPAN_UNSET) i--;
+  const struct span_page *e = &span.page[i];
+  uint32_t len = __atomic_load_n(&e->len, __ATOMIC_RELAXED);
+  if (__atomic_load_n(&e->tail, __ATOMIC_RELAXED)) {
+    if (len == 0 || len - 1 > i) return false;
+    i -= len - 1;
+    e = &span.page[i];
+  }
+  if (__atomic_load_n(&e->state, __ATOMIC_RELAXED) != SPAN_USED) return false;
+  *start = block_at(i);
+  *bytes = _hak_classes[__atomic_load_n(&e->cls, __ATOMIC_RELAXED) % HAK_NCLS].size;
+  return a >= *start && a < *start + *bytes;
+}
+
+/* A purged free run at the top goes back to the OS with its address space
+ * (an address-space limit counts it), as do the mapped pages above the top. */
+static void span_unmap_top(void) {
+  uint32_t top = atomic_load_explicit(&span.top, memory_order_relaxed);
+  if (top && span.page[top - 1].state == SPAN_FREE) {
+    uint32_t len = span.page[top - 1].len, start = top - len;
+    if (span.page[start].dirty) return;
+    bucket_remove(start);
+    run_clear(start, len);
+    atomic_store_explicit(&span.top, start, memory_order_release);
+    top = start;
+  }
+  if (span.mapped > top) {
+    _hak_os_unmap((void *)(span.base + ((uintptr_t)top << SPAN_PAGE_SHIFT)), (size_t)(span.mapped - top) << SPAN_PAGE_SHIFT);
+    _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak,
+                   -((int64_t)(span.mapped - top) << SPAN_PAGE_SHIFT));
+    span.mapped = top;
+  }
+}
+
+/* Free runs' pages back to the OS: those free for the delay, or all (force). */
+size_t _hak_span_purge(bool force) {
+  if (!atomic_load_explicit(&span.opened, memory_order_acquire)) return 0;
+  uint32_t now = _hak_os_now_ms(), delay = (uint32_t)_hak_option(HAK_OPT_PURGE_DELAY_MS);
+  size_t released = 0;
+  hak_lock(&span.lock);
+  for (unsigned b = 0; b < SPAN_BUCKETS; b++)
+    for (uint32_t i = span.bucket[b]; i != SPAN_NONE; i = span.page[i].next) {
+      struct span_page *e = &span.page[i];
+      if (!e->dirty || (!force && now - e->freed_ms < delay)) continue;
+      _hak_os_purge((void *)(span.base + ((uintptr_t)i << SPAN_PAGE_SHIFT)), (size_t)e->len << SPAN_PAGE_SHIFT);
+      released += (size_t)e->len << SPAN_PAGE_SHIFT;
+      e->dirty = 0;
+    }
+  span_unmap_top();
+  span_check();
+  hak_unlock(&span.lock);
+  return released;
+}
+
+void _hak_span_fork_prepare(void) { hak_lock(&span.lock); }
+void _hak_span_fork_parent(void)  { hak_unlock(&span.lock); }
+void _hak_span_fork_child(void)   { atomic_store(&span.lock.held, 0); }

@@ -373,15 +373,6 @@ void _hak_slab_return(struct hak_heap *h, unsigned c, void *chain) {
   }
 }
 
-/* One block of class c goes straight back to its slab: the caller has no
- * thread front (no heap, or after thread exit). */
-void _hak_slab_free_home(unsigned c, void *p) {
-  void **b = p;
-  b[0] = NULL;
-  b[1] = HAK_FREE_KEY;
-  _hak_slab_return(NULL, c, b);
-}
-
 /* ---- purging: memory back to the OS ------------------------------------------
  * Empty ownerless slabs go back to their SuperSlabs; free slabs that stayed
  * free for the purge delay give their pages back (MADV_DONTNEED), except in
@@ -466,6 +457,7 @@ void _hak_purge_tick(void) {
   uint32_t delay = (uint32_t)_hak_option(HAK_OPT_PURGE_DELAY_MS);
   if (!atomic_compare_exchange_strong(&next_purge_ms, &next, now + delay / 2 + 1)) return;
   _hak_slab_purge(false);
+  _hak_span_purge(false);
   _hak_large_expire(now, delay);
 }
 

@@ -124,18 +124,21 @@ void _hak_heaps_visit(hak_heap_visit_fn fn, void *arg) {
 static void fork_prepare(void) {
   hak_lock(&heaps_lock);
   _hak_slab_fork_prepare();
+  _hak_span_fork_prepare();
   _hak_large_fork_prepare();
   _hak_os_fork_prepare();
 }
 static void fork_parent(void) {
   _hak_os_fork_parent();
   _hak_large_fork_parent();
+  _hak_span_fork_parent();
   _hak_slab_fork_parent();
   hak_unlock(&heaps_lock);
 }
 static void fork_child(void) {
   _hak_os_fork_child();
   _hak_large_fork_child();
+  _hak_span_fork_child();
   _hak_slab_fork_child();
   atomic_store(&heaps_lock.held, 0);
 }

@@ -5,6 +5,8 @@
 #include <sys/mman.h>
 
 #include "testing.h"
+
+#include <pthread.h>
 #include "hakmem_internal.h"
 
 static void check_geometry(void) {
@@ -103,10 +105,10 @@ static void check_aligned(void) {
   CHECK(_hak_class_for_aligned(100, 2 * HAK_MID_MAX) == -1);
 }
 
-/* Each class's first region is its home slot, so the inline free finds the
- * list from the slot number; a freed block is marked with HAK_FREE_KEY. */
+/* Each slab class's first region is its home slot, so the inline free finds
+ * the list from the slot number; a freed block is marked with HAK_FREE_KEY. */
 static void check_home_slots(void) {
-  for (unsigned c = 0; c < HAK_NCLS - 1; c++) {       /* the last: check_home_taken */
+  for (unsigned c = 0; c < HAK_SPAN_FIRST - 1; c++) {   /* the last: check_home_taken */
     size_t n = _hak_classes[c].size;
     if (n > HAK_MID_MAX) n = HAK_MID_MAX;             /* the last class has the color pad on top */
     CHECKF(_hak_class_of_size(n) == c, "C%u: %zu B is class %u", c, n, _hak_class_of_size(n));
@@ -122,13 +124,67 @@ static void check_home_slots(void) {
   }
 }
 
+/* A thread that frees a 1 MiB block and exits, holding a block above it. */
+static void *big_then_exit(void *arg) {
+  void **run = arg;
+  run[0] = hak_malloc(HAK_MID_MAX);
+  run[1] = hak_malloc(64 * 1024);
+  hak_free(run[0]);
+  return NULL;
+}
+
+/* Blocks of the span classes (40 KiB up) are page runs of the span slot:
+ * not in the map (the inline free sends them to the slow path), found by
+ * _hak_span_class, marked free in a list, reported as freed once given back;
+ * and the pages one class gives back serve another class. */
+static void check_span_blocks(void) {
+  void *first = NULL;
+  for (unsigned c = HAK_SPAN_FIRST; c < HAK_NCLS; c++) {
+    size_t n = _hak_classes[c].size;
+    if (n > HAK_MID_MAX) n = HAK_MID_MAX;
+    void *p = hak_malloc(n);
+    CHECKF(p != NULL, "C%u: malloc(%zu)", c, n);
+    if (!p) continue;
+    if (!first) first = p;
+    CHECKF((uintptr_t)p >> HAK_REGION_SHIFT == (uintptr_t)(HAK_HOME_BASE + HAK_FRONT(HAK_SPAN_FIRST)),
+           "C%u: block %p is not in the span slot", c, p);
+    CHECKF((uintptr_t)p % 256 == 0 && ((uintptr_t)p & (HAK_PAGE - 1)) + _hak_classes[c].size <=
+           ((_hak_classes[c].size + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1)),
+           "C%u: block %p does not fit its run at its color", c, p);
+    CHECKF(hak_block_class(p) == -1 && _hak_span_class(p) == (int)c, "C%u: span class %d", c, _hak_span_class(p));
+    CHECK(_hak_span_class((char *)p + 256) == -1 && _hak_span_class((char *)p + HAK_PAGE) == -1);
+    memset(p, 0x5a, n);
+    CHECK(hak_malloc_usable_size(p) == _hak_classes[c].size);
+    hak_free(p);
+    CHECKF(((void **)p)[1] == HAK_FREE_KEY, "C%u: a freed block is not marked free", c);
+  }
+  CHECK(hak_malloc_trim(0) == 1);                     /* the rings go back to the heap, then the OS */
+  CHECK(_hak_span_class(first) == -1);                 /* the top run left with its pages */
+  pthread_t t;                                        /* its 1 MiB block goes to the heap at exit */
+  void *run[2] = { NULL, NULL };
+  CHECK(pthread_create(&t, NULL, big_then_exit, run) == 0 && pthread_join(t, NULL) == 0);
+  CHECK(run[0] != NULL && run[1] != NULL);
+  enum { K = 15 };                                    /* 15 runs of 17 pages fit in its 257 */
+  uintptr_t lo = (uintptr_t)run[0] & ~(uintptr_t)(HAK_PAGE - 1), hi = lo + 257 * HAK_PAGE;
+  void *small[K];
+  unsigned inside = 0;
+  for (int i = 0; i < K; i++) {
+    small[i] = hak_malloc(64 * 1024);
+    inside += (uintptr_t)small[i] >= lo && (uintptr_t)small[i] < hi;
+  }
+  CHECKF(inside == K, "%u of %d 64 KiB blocks reuse the pages a 1 MiB block gave back", inside, K);
+  for (int i = 0; i < K; i++) hak_free(small[i]);
+  hak_free(run[1]);
+  CHECK(hak_malloc_trim(0) == 1);
+}
+
 /* When someone else holds a class's home slot, the class opens a region
  * above the home slots; its blocks are freed by the slow path, which finds
  * the class in the map, and a double free is still caught there (the
- * misuse tests check the message). The last class is used by nothing
+ * misuse tests check the message). The last slab class is used by nothing
  * before this test. */
 static void check_home_taken(void) {
-  unsigned c = HAK_NCLS - 1;
+  unsigned c = HAK_SPAN_FIRST - 1;
   uintptr_t home = (uintptr_t)(HAK_HOME_BASE + HAK_FRONT(c)) << HAK_REGION_SHIFT;
   void *taken = mmap((void *)home, HAK_PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   CHECKF(taken == (void *)home, "could not take the home slot of C%u at %#lx", c, (unsigned long)home);
@@ -136,7 +192,7 @@ static void check_home_taken(void) {
   void *p[N];
   for (int round = 0; round < 3; round++) {
     for (int i = 0; i < N; i++) {
-      p[i] = hak_malloc(HAK_MID_MAX);
+      p[i] = hak_malloc(_hak_classes[c].size);
       CHECK(p[i] != NULL);
       if (!p[i]) return;
       memset(p[i], i + 1, 64);
@@ -158,6 +214,7 @@ int main(void) {
   _hak_classes_init();
   check_home_taken();
   check_home_slots();
+  check_span_blocks();
   check_geometry();
   check_divisibility();
   check_lookup();

@@ -187,13 +187,20 @@ static void check_idle_release(void) {
   CHECKF(_hak_tls.heap->cap[cb] > 0, "the class in use lost its list");
 }
 
+/* The default capacity of a span class's ring (40 KiB up): the pool's, within
+ * HAK_SPAN_RING_BYTES of blocks, at least 2. */
+static unsigned span_cap(size_t n) {
+  unsigned by_bytes = HAK_SPAN_RING_BYTES / _hak_classes[_hak_class_of_size(n)].size;
+  return by_bytes < 2 ? 2 : by_bytes < POOL_L25_RING_CAP ? by_bytes : POOL_L25_RING_CAP;
+}
+
 static int run(const char *mode) {
   hak_free(hak_malloc(8 * KiB));                  /* the heap exists from here */
   if (!strcmp(mode, "default")) {
     check_start();
     check_push_pop(8 * KiB, POOL_L2_RING_CAP);
-    check_push_pop(100 * KiB, POOL_L25_RING_CAP);
-    check_push_pop(1024 * KiB, 2);                /* bounded to 2 MiB of blocks */
+    check_push_pop(100 * KiB, span_cap(100 * KiB));
+    check_push_pop(1024 * KiB, 2);                /* bounded to 256 KiB of blocks, at least 2 */
     check_cross_thread();
     check_one_way();
   } else if (!strcmp(mode, "cap1")) {
