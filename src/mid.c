@@ -365,6 +365,9 @@ static void span_unmap_top(void) {
     top = start;
   }
   if (span.mapped > top) {
+    uintptr_t from = ((uintptr_t)&span.page[top] + HAK_PAGE - 1) & ~(uintptr_t)(HAK_PAGE - 1);
+    uintptr_t to = ((uintptr_t)&span.page[span.mapped] + HAK_PAGE - 1) & ~(uintptr_t)(HAK_PAGE - 1);
+    if (to > from) _hak_os_purge((void *)from, to - from);   /* their page table entries (all unset) */
     _hak_os_unmap((void *)(span.base + ((uintptr_t)top << SPAN_PAGE_SHIFT)), (size_t)(span.mapped - top) << SPAN_PAGE_SHIFT);
     _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak,
                    -((int64_t)(span.mapped - top) << SPAN_PAGE_SHIFT));
