@@ -13,8 +13,9 @@ static void *route_alloc(size_t n) {
   return p;
 }
 
-/* Out of memory, it gives back what it caches and tries once more. */
-static __attribute__((noinline)) void *malloc_refill(size_t n) {
+/* HAK_SLOW: every malloc the inline path could not serve. Out of memory,
+ * it gives back what it caches and tries once more. */
+void *_hak_malloc_slow(size_t n) {
   struct hak_heap *h = _hak_tls.heap;
   if (h) h->stats.malloc_slow++;
   _hak_purge_tick();
@@ -22,16 +23,6 @@ static __attribute__((noinline)) void *malloc_refill(size_t n) {
   void *p = route_alloc(n);
   if (HAK_UNLIKELY(!p) && hak_malloc_trim(0)) p = route_alloc(n);
   return p;
-}
-
-/* HAK_SLOW: every malloc the inline path could not serve. L2.5 sizes above
- * the class table pop their list here as the inline path would. */
-void *_hak_malloc_slow(size_t n) {
-  if (n - (HAK_TABLE_MAX + 1) < HAK_MID_MAX - HAK_TABLE_MAX) {
-    void *b = hak_list_pop(HAK_FRONT(hak_l25_class(n)));
-    if (HAK_LIKELY(b != NULL)) return b;
-  }
-  return malloc_refill(n);
 }
 
 /* A live block of ours: its class (>= 0), or -1 when p is not a class block
@@ -53,8 +44,8 @@ void _hak_free_front(void *p) {
   _hak_front_free_slow(p, c);
 }
 
-/* HAK_SLOW: every free the inline path could not take. */
-void _hak_free_slow(void *p, const char *call) {
+/* Every free neither the inline path nor hak_span_push could take. */
+static __attribute__((noinline)) void free_other(void *p, const char *call) {
   if (!p) return;
   struct hak_heap *h = _hak_tls.heap;
   if (h) h->stats.free_slow++;
@@ -66,6 +57,20 @@ void _hak_free_slow(void *p, const char *call) {
   _hak_purge_tick();
   if (_hak_large_free(p, call)) return;
   _hak_guard_foreign_free(p, call);
+}
+
+/* HAK_SLOW: every free the inline path could not take; span blocks first
+ * (their slot's map entry sends every one of them here). */
+void _hak_free_slow(void *p, const char *call) {
+  unsigned f;
+  int pushed = hak_span_push(p, &f);
+  if (HAK_LIKELY(pushed > 0)) return;
+  if (pushed < 0) {                             /* its list is full */
+    _hak_tls.credit[f] = 0;
+    _hak_front_free_slow(p, f - 1);
+    return;
+  }
+  free_other(p, call);
 }
 
 /* ---- the API ------------------------------------------------------------------ */

@@ -22,6 +22,15 @@
 
 static uint16_t max_cap[HAK_NCLS], start_cap[HAK_NCLS];
 static size_t budget;                     /* bytes, from HAKMEM_THREAD_CACHE_KB */
+static size_t span_budget;                /* bytes, from HAKMEM_SPAN_CACHE_KB   */
+
+static bool spans(unsigned c) { return c >= HAK_SPAN_FIRST; }
+
+/* Bytes of a capacity of cap blocks of class c that count against the span
+ * lists' budget: a span class's blocks beyond its start capacity. */
+static size_t span_extra(unsigned c, unsigned cap) {
+  return spans(c) && cap > start_cap[c] ? (size_t)(cap - start_cap[c]) * _hak_classes[c].size : 0;
+}
 
 #define HAK_TINY_CAP_MIN 64u
 #define HAK_TINY_CAP_MAX 1024u
@@ -39,6 +48,7 @@ static unsigned tiny_cap(unsigned c) {
 /* Capacities from the options; at init, after them. */
 void _hak_front_init(void) {
   budget = (size_t)_hak_option(HAK_OPT_THREAD_CACHE_KB) * 1024;
+  span_budget = (size_t)_hak_option(HAK_OPT_SPAN_CACHE_KB) * 1024;
   for (unsigned c = 0; c < HAK_NCLS; c++) {
     unsigned cap = c < HAK_NTINY ? tiny_cap(c) : _hak_mid_ring_cap(c);
     unsigned start = HAK_START_BYTES / _hak_classes[c].size;
@@ -59,7 +69,6 @@ size_t _hak_front_max_bytes(unsigned first, unsigned last) {
 
 /* Blocks for and from class c's list: the slab engine, or the span heap
  * (mid.c) for the classes from HAK_SPAN_FIRST up. */
-static bool spans(unsigned c) { return c >= HAK_SPAN_FIRST; }
 
 static unsigned take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain) {
   if (spans(c)) { h->stats.refills[c]++; return _hak_span_take(c, max, chain); }
@@ -82,6 +91,7 @@ static void give_back_one(unsigned c, void *p) {
 /* Every list empty, with no capacity until the class is first used. */
 void _hak_front_heap_init(struct hak_heap *h) {
   h->cap_bytes = 0;
+  h->span_cap_bytes = 0;
   h->idle_look_ms = _hak_os_now_ms();
   h->idle_calls = 0;
   for (unsigned c = 0; c < HAK_NCLS; c++) {
@@ -99,6 +109,7 @@ static void drop_list(struct hak_heap *h, unsigned c) {
   HAK_LIST(c) = NULL;
   HAK_CREDIT(c) = 0;
   h->cap_bytes -= (size_t)h->cap[c] * _hak_classes[c].size;
+  h->span_cap_bytes -= span_extra(c, h->cap[c]);
   h->cap[c] = 0;
   h->ways[c] = 0;
   if (list) give_back(h, c, list);
@@ -140,6 +151,7 @@ static inline unsigned list_length(const void *list) {
 #define CHECK_FRONT(h, c) \
   HAK_ASSERT(list_length(HAK_LIST(c)) + (uint64_t)HAK_CREDIT(c) == (h)->cap[c] && \
              (h)->cap[c] <= max_cap[c] && (h)->cap_bytes <= budget && \
+             (h)->span_cap_bytes <= span_budget && \
              ((h)->ways[c] == HAK_WAY_BOTH || (h)->cap[c] <= HAK_ONE_WAY_CAP) && \
              ((h)->ways[c] != HAK_WAY_FREE || (h)->cap[c] <= HAK_FREE_ONLY_CAP) && \
              _hak_tls.head[0] == NULL && _hak_tls.credit[0] == 0)
@@ -158,9 +170,16 @@ static void grow(struct hak_heap *h, unsigned c, unsigned way) {
   if (h->ways[c] == HAK_WAY_FREE && limit > HAK_FREE_ONLY_CAP) limit = HAK_FREE_ONLY_CAP;
   if (want > limit) want = limit;
   if (want <= cap) return;
+  if (span_extra(c, want) > span_extra(c, cap)) {   /* within the span lists' budget */
+    size_t room = (span_budget - h->span_cap_bytes) / size;
+    unsigned most = (cap > start_cap[c] ? cap : start_cap[c]) + (unsigned)room;
+    if (want > most) want = most;
+    if (want <= cap) return;
+  }
   if (h->cap_bytes >= budget) return;
   size_t room = (budget - h->cap_bytes) / size;
   if (want - cap > room) want = cap + (unsigned)room;
+  h->span_cap_bytes += span_extra(c, want) - span_extra(c, cap);
   h->cap[c] = (uint16_t)want;
   h->cap_bytes += (want - cap) * size;
   HAK_CREDIT(c) += (int32_t)(want - cap);

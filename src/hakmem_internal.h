@@ -92,27 +92,19 @@ extern struct hak_class _hak_classes[HAK_NCLS];
  * blocks, ever: its list is empty and it has no credit. */
 #define HAK_FRONT(c)     ((c) + 1)
 #define HAK_NFRONT       (HAK_NCLS + 1)
-/* The front slot of every size n up to HAK_TABLE_MAX, indexed by n itself:
- * the sizes the inline malloc serves. 0 until the slow path writes the
- * table's page that holds n (_hak_class_of_size), so the inline malloc of a
- * size not seen before finds slot 0's empty list and takes the slow path;
- * only the pages of sizes a program uses become resident (one for every
- * size below 4 KiB). Larger L2.5 sizes take the slow path, which finds their
- * class among the 17 L2.5 classes. */
-#define HAK_TABLE_MAX    (64u * 1024)
+/* The front slot of every size n up to HAK_TABLE_MAX (every class size),
+ * indexed by n itself: the sizes the inline malloc serves. 0 until the slow
+ * path writes the table's page that holds n (_hak_class_of_size), so the
+ * inline malloc of a size not seen before finds slot 0's empty list and
+ * takes the slow path; only the pages of sizes a program uses become
+ * resident (one for every size below 4 KiB, one per 4 KiB of sizes above). */
+#define HAK_TABLE_MAX    HAK_MID_MAX
 extern uint8_t _hak_front_of_size[HAK_TABLE_MAX + 1];
 /* Blocks of 4 KiB and more get HAK_COLOR_PAD bytes more than their class's
  * round size (slab.c says why). */
 #ifndef HAK_COLOR_PAD
 #define HAK_COLOR_PAD 256u
 #endif
-/* Above the table, every L2.5 class is a multiple of 16 KiB plus the color
- * pad, so 16 KiB steps past the pad find the class. */
-#define HAK_L25_STEP_SHIFT 14
-extern uint8_t _hak_l25_class_of[((HAK_MID_MAX - HAK_COLOR_PAD - 1) >> HAK_L25_STEP_SHIFT) + 1];
-static inline unsigned hak_l25_class(size_t n) {       /* HAK_TABLE_MAX < n <= HAK_MID_MAX */
-  return _hak_l25_class_of[(n - HAK_COLOR_PAD - 1) >> HAK_L25_STEP_SHIFT];
-}
 
 /* Is offset x (< 2^32) the start of one of a class's first K blocks, given
  * magic and limit = K * magic_unit? Write x = q * size + r. Modulo 2^64,
@@ -373,6 +365,8 @@ struct hak_heap {
    * <= the thread budget (HAKMEM_THREAD_CACHE_KB). */
   uint16_t cap[HAK_NCLS];
   size_t cap_bytes;
+  size_t span_cap_bytes;   /* the span classes' capacity beyond their start
+                            * capacities, in bytes: <= HAKMEM_SPAN_CACHE_KB */
   /* How class c's list has been used since its capacity was last 0:
    * HAK_WAY_MALLOC when it ran empty under malloc, HAK_WAY_FREE when it was
    * full under free. A list used one way only (a producer's, a
@@ -451,11 +445,25 @@ void  _hak_front_init(void);                      /* after the options          
 unsigned _hak_mid_ring_cap(unsigned c);           /* from the build and options   */
 /* The span heap: blocks of the classes from HAK_SPAN_FIRST (the 40 KiB bridge
  * class) up to 1 MiB are page runs of one shared slot, so the pages one class
- * frees serve the others (see mid.c). A span class's ring holds at most
- * HAK_SPAN_RING_BYTES of blocks (at least 2): the heap serves any class with
- * what a ring would hold back. */
+ * frees serve the others (see mid.c). The rings of all span classes of a
+ * thread together hold at most HAKMEM_SPAN_CACHE_KB of blocks, besides 2
+ * blocks each (front.c): the heap serves any class with what the rings
+ * would hold back. */
 #define HAK_SPAN_FIRST      (HAK_NTINY + 16)
-#define HAK_SPAN_RING_BYTES (256u * 1024)
+/* Its slot, and its pages: a block starts HAK_SPAN_COLOR_STEP * (page %
+ * HAK_SPAN_COLORS) bytes into its run's first page. _hak_span_front has a
+ * byte per HAK_SPAN_COLOR_STEP of the slot: HAK_FRONT(class) at a used
+ * block's start, 0 everywhere else (written under the heap's lock, read by
+ * hak_span_push; 16 MiB of address space, a page of it resident per MiB of
+ * the heap). */
+#define HAK_SPAN_SLOT       (HAK_HOME_BASE + HAK_NFRONT)   /* past the home slots: */
+_Static_assert(HAK_SPAN_SLOT < HAK_FIRST_SLOT, "the inline free's first compare sends its blocks on");
+#define HAK_SPAN_PAGE_SHIFT 12
+#define HAK_SPAN_PAGES      (1u << (HAK_REGION_SHIFT - HAK_SPAN_PAGE_SHIFT))
+#define HAK_SPAN_COLORS     8u
+#define HAK_SPAN_STEP_SHIFT 8
+#define HAK_SPAN_COLOR_STEP (1u << HAK_SPAN_STEP_SHIFT)
+extern uint8_t _hak_span_front[1u << (HAK_REGION_SHIFT - HAK_SPAN_STEP_SHIFT)];
 unsigned _hak_span_take(unsigned c, unsigned max, void **chain);  /* 0: out of memory */
 void   _hak_span_return(unsigned c, void *chain);
 int    _hak_span_class(const void *p);            /* -1: not a block start, -2: freed */
@@ -494,6 +502,7 @@ void   _hak_heaps_visit(hak_heap_visit_fn fn, void *arg); /* registry lock held 
   X(WARM_POOL_PREFILL, 3, 0, 16,   "extra slabs loaded when the warm pool runs empty") \
   X(TINY_CACHE_KB,   64, 4, 1024,  "KiB a Tiny free list may grow to per class and thread (64 to 1024 blocks; 64 for a list used one way, 32 if only to free)") \
   X(THREAD_CACHE_KB, 4096, 64, 1048576, "KiB of free blocks the lists of one thread may hold, all classes together") \
+  X(SPAN_CACHE_KB, 1024, 0, 1048576, "KiB of free blocks of 40 KiB to 1 MiB the lists of one thread may hold beyond 2 per class, those classes together") \
   X(L2_RING_CAP,     POOL_L2_RING_CAP, 1, POOL_L2_RING_CAP, "capacity an L2 ring may grow to, per class (lowers the build's)") \
   X(L25_RING_CAP,    POOL_L25_RING_CAP, 1, POOL_L25_RING_CAP, "capacity an L2.5 ring may grow to, per class (lowers the build's)") \
   X(L2_RING_CAPS,     0, 0, 0,     "per-class L2 ring capacities, comma-separated from the smallest class (0: the pool's)") \
@@ -636,6 +645,26 @@ HAK_FAST void *hak_list_pop(uintptr_t f) {
 #endif
   }
   return b;
+}
+
+/* The first step of free's slow path: a used span block (mid.c) goes on
+ * this thread's list while the list has credit, with the checks of the
+ * inline free (block start, not already free). 1: pushed; -1: a valid,
+ * not-free block whose list had no credit (its credit is -1 now, and *f
+ * its front slot); 0: anything else. */
+HAK_FAST int hak_span_push(void *p, unsigned *f) {
+  uintptr_t a = (uintptr_t)p;
+  if (a >> HAK_REGION_SHIFT != HAK_SPAN_SLOT) return 0;
+  void **b = p;
+  void *key = HAK_FREE_KEY;
+  *f = HAK_RACY_LOAD(_hak_span_front[(uint32_t)a >> HAK_SPAN_STEP_SHIFT]);
+  if (*f == 0 || (a & (HAK_SPAN_COLOR_STEP - 1)) != 0 || b[1] == key) return 0;
+  if (!hak_home_push(*f + HAK_HOME_BASE, b)) return -1;
+  b[1] = key;
+#if HAK_FAST_STATS
+  _hak_tls.heap->stats.frees[*f - 1]++;
+#endif
+  return 1;
 }
 
 /* HAK_FAST malloc: pop the thread front's list of the class. One branch

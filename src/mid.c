@@ -29,16 +29,20 @@ static unsigned list_item(const char *list, unsigned i) {
 }
 
 /* The capacity of class c's ring: per-class list, else the pool's option;
- * at most the build capacity and HAK_RING_MAX_BYTES of blocks. */
+ * at most the build capacity and HAK_RING_MAX_BYTES of blocks (a span
+ * class: 2 blocks and HAKMEM_SPAN_CACHE_KB more), but 2 blocks if the pool
+ * allows that. */
 unsigned _hak_mid_ring_cap(unsigned c) {
   bool l2 = _hak_classes[c].tier == HAK_TIER_L2;
   unsigned first = l2 ? HAK_NTINY : HAK_NTINY + HAK_NL2;
   unsigned cap = list_item(_hak_option_string(l2 ? HAK_OPT_L2_RING_CAPS : HAK_OPT_L25_RING_CAPS), c - first);
   if (!cap) cap = (unsigned)_hak_option(l2 ? HAK_OPT_L2_RING_CAP : HAK_OPT_L25_RING_CAP);
   if (cap > build_cap(c)) cap = build_cap(c);
-  unsigned by_bytes = (c >= HAK_SPAN_FIRST ? HAK_SPAN_RING_BYTES : HAK_RING_MAX_BYTES) / _hak_classes[c].size;
+  size_t by_bytes = c >= HAK_SPAN_FIRST
+                  ? HAK_RING_MIN_CAP + (size_t)_hak_option(HAK_OPT_SPAN_CACHE_KB) * 1024 / _hak_classes[c].size
+                  : HAK_RING_MAX_BYTES / _hak_classes[c].size;
   if (by_bytes < HAK_RING_MIN_CAP) by_bytes = HAK_RING_MIN_CAP;
-  if (cap > by_bytes) cap = by_bytes;
+  if (cap > by_bytes) cap = (unsigned)by_bytes;
   return cap ? cap : 1;
 }
 
@@ -57,19 +61,19 @@ unsigned _hak_mid_ring_cap(unsigned c) {
  * colors that class regions give blocks by their pad); every span class has
  * that much room left in its last page (span_check_room).
  *
- * The slot is the first span class's home slot; its map entry keeps limit 0,
- * so free's inline path sends span blocks to the slow path, which finds the
- * block by its page. Every change is made under span.lock; the page table is
- * read without it only to check a pointer the caller holds (a live run does
- * not change under its owner) or to describe a bad one. */
-#define SPAN_SLOT        (HAK_HOME_BASE + HAK_FRONT(HAK_SPAN_FIRST))
-#define SPAN_PAGE_SHIFT  12
-#define SPAN_PAGES_MAX   (1u << (HAK_REGION_SHIFT - SPAN_PAGE_SHIFT))
+ * The slot is HAK_SPAN_SLOT, the one after the home slots, so free's
+ * inline path sends span blocks on at its first compare, to the slow path
+ * whose first step (hak_span_push) finds the block's class in
+ * _hak_span_front. Every change is made under span.lock; the
+ * page table is read without it only to check a pointer the caller holds (a
+ * live run does not change under its owner) or to describe a bad one. */
+#define SPAN_PAGE_SHIFT  HAK_SPAN_PAGE_SHIFT
+#define SPAN_PAGES_MAX   HAK_SPAN_PAGES
 #define SPAN_GROW        (2u << 20)          /* bytes mapped at a time            */
 #define SPAN_BUCKETS     258u                /* free runs of 1..257 pages; [0]: longer */
 #define SPAN_NONE        UINT32_MAX
-#define SPAN_COLORS      8u
-#define SPAN_COLOR_STEP  256u
+#define SPAN_COLORS      HAK_SPAN_COLORS
+#define SPAN_COLOR_STEP  HAK_SPAN_COLOR_STEP
 #define SPAN_BATCH_MAX   64u                 /* runs one take hands out           */
 
 enum { SPAN_UNSET = 0, SPAN_FREE = 1, SPAN_USED = 2 };
@@ -78,11 +82,12 @@ enum { SPAN_UNSET = 0, SPAN_FREE = 1, SPAN_USED = 2 };
  * run's first and last entries hold its length and state, the last one with
  * tail set when the run is longer than a page, and its inner entries are
  * unset; runs tile pages [0, top); no two free runs touch; a free run is on
- * the bucket of its length. */
+ * the bucket of its length; the _hak_span_front entry at the block start
+ * of a run at page i (front_of(i)) is HAK_FRONT(class) when the run is
+ * used, else 0, and every other entry is 0. */
 struct span_page {
   uint32_t len;             /* run length in pages                          */
   uint8_t  state;           /* SPAN_FREE / SPAN_USED                        */
-  uint8_t  cls;             /* used run: its class                          */
   uint8_t  tail;            /* the last entry of a run of 2 pages or more   */
   uint8_t  dirty;           /* free run: some of its pages may be resident  */
   uint32_t next, prev;      /* free run: its bucket's list                  */
@@ -100,6 +105,13 @@ static struct {
   uint32_t bucket[SPAN_BUCKETS];
   uint64_t nonempty[(SPAN_BUCKETS + 63) / 64];
 } span;
+
+uint8_t _hak_span_front[1u << (HAK_REGION_SHIFT - HAK_SPAN_STEP_SHIFT)];
+
+/* The entry of _hak_span_front at the block start of a run at page i. */
+static uint8_t *front_of(uint32_t i) {
+  return &_hak_span_front[(i << (SPAN_PAGE_SHIFT - HAK_SPAN_STEP_SHIFT)) + i % SPAN_COLORS];
+}
 
 static unsigned bucket_of(uint32_t len) { return len < SPAN_BUCKETS ? len : 0; }
 
@@ -124,22 +136,24 @@ static void bucket_remove(uint32_t i) {
 
 /* Entries are written with relaxed atomics: a racy reader (a bad pointer's
  * check) sees old or new values, never torn ones. */
-static void entry_set(uint32_t i, uint32_t len, unsigned state, unsigned cls, bool tail) {
+static void entry_set(uint32_t i, uint32_t len, unsigned state, bool tail) {
   struct span_page *e = &span.page[i];
   __atomic_store_n(&e->len, len, __ATOMIC_RELAXED);
-  __atomic_store_n(&e->cls, (uint8_t)cls, __ATOMIC_RELAXED);
   __atomic_store_n(&e->tail, (uint8_t)tail, __ATOMIC_RELAXED);
   __atomic_store_n(&e->state, (uint8_t)state, __ATOMIC_RELAXED);
 }
 
-static void run_set(uint32_t i, uint32_t len, unsigned state, unsigned cls) {
-  entry_set(i, len, state, cls, false);
-  if (len > 1) entry_set(i + len - 1, len, state, cls, true);
+/* A run of state at page i; front: HAK_FRONT(its class) for a used run, 0. */
+static void run_set(uint32_t i, uint32_t len, unsigned state, unsigned front) {
+  entry_set(i, len, state, false);
+  if (len > 1) entry_set(i + len - 1, len, state, true);
+  __atomic_store_n(front_of(i), (uint8_t)front, __ATOMIC_RELAXED);
 }
 
 static void run_clear(uint32_t i, uint32_t len) {
-  entry_set(i, 0, SPAN_UNSET, 0, false);
-  if (len > 1) entry_set(i + len - 1, 0, SPAN_UNSET, 0, false);
+  __atomic_store_n(front_of(i), 0, __ATOMIC_RELAXED);
+  entry_set(i, 0, SPAN_UNSET, false);
+  if (len > 1) entry_set(i + len - 1, 0, SPAN_UNSET, false);
 }
 
 static void free_run_set(uint32_t i, uint32_t len, bool dirty, uint32_t freed_ms) {
@@ -164,7 +178,7 @@ static bool span_open(void) {
     return atomic_load_explicit(&span.opened, memory_order_relaxed);
   span.failed = true;
   HAK_ASSERT(span_check_room());
-  span.base = (uintptr_t)SPAN_SLOT << HAK_REGION_SHIFT;
+  span.base = (uintptr_t)HAK_SPAN_SLOT << HAK_REGION_SHIFT;
   span.page = _hak_os_map((size_t)SPAN_PAGES_MAX * sizeof *span.page);
   if (!span.page) return false;
   for (unsigned b = 0; b < SPAN_BUCKETS; b++) span.bucket[b] = SPAN_NONE;
@@ -222,7 +236,7 @@ static uint32_t run_alloc(uint32_t len, unsigned c) {
     if (have) { bucket_remove(i); run_clear(i, have); }
     atomic_store_explicit(&span.top, i + len, memory_order_release);
   }
-  run_set(i, len, SPAN_USED, c);
+  run_set(i, len, SPAN_USED, HAK_FRONT(c));
   return i;
 }
 
@@ -257,6 +271,7 @@ static void span_check(void) {
     HAK_ASSERT(e->len >= 1 && i + e->len <= top && !e->tail);
     HAK_ASSERT(e->state == SPAN_FREE || e->state == SPAN_USED);
     HAK_ASSERT(e->len == 1 || (last->len == e->len && last->state == e->state && last->tail));
+    HAK_ASSERT((e->state == SPAN_USED) == (*front_of(i) != 0));
     HAK_ASSERT(!(last_free && e->state == SPAN_FREE));
     if (e->len > 2) HAK_ASSERT(span.page[i + 1].state == SPAN_UNSET);
     if (e->state == SPAN_FREE) {
@@ -309,7 +324,7 @@ void _hak_span_return(unsigned c, void *chain) {
   for (void **b = chain, **next; b; b = next, n++) {
     next = b[0];
     uint32_t i = (uint32_t)(((uintptr_t)b - span.base) >> SPAN_PAGE_SHIFT);
-    HAK_ASSERT((uintptr_t)b == block_at(i) && span.page[i].state == SPAN_USED && span.page[i].cls == c);
+    HAK_ASSERT((uintptr_t)b == block_at(i) && span.page[i].state == SPAN_USED && *front_of(i) == HAK_FRONT(c));
     run_free(i, now);
   }
   span_check();
@@ -327,8 +342,8 @@ int _hak_span_class(const void *p) {
   uint32_t i = (uint32_t)(off >> SPAN_PAGE_SHIFT);
   if ((uintptr_t)p != block_at(i) || __atomic_load_n(&span.page[i].tail, __ATOMIC_RELAXED)) return -1;
   unsigned state = __atomic_load_n(&span.page[i].state, __ATOMIC_RELAXED);
-  return state == SPAN_USED ? __atomic_load_n(&span.page[i].cls, __ATOMIC_RELAXED)
-       : state == SPAN_FREE ? -2 : -1;
+  unsigned front = __atomic_load_n(front_of(i), __ATOMIC_RELAXED);
+  return state == SPAN_USED && front ? (int)front - 1 : state == SPAN_FREE ? -2 : -1;
 }
 
 /* For messages: the used block whose run holds a (racy). */
@@ -346,9 +361,10 @@ bool _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
     i -= len - 1;
     e = &span.page[i];
   }
-  if (__atomic_load_n(&e->state, __ATOMIC_RELAXED) != SPAN_USED) return false;
+  unsigned front = __atomic_load_n(front_of(i), __ATOMIC_RELAXED);
+  if (__atomic_load_n(&e->state, __ATOMIC_RELAXED) != SPAN_USED || front == 0) return false;
   *start = block_at(i);
-  *bytes = _hak_classes[__atomic_load_n(&e->cls, __ATOMIC_RELAXED) % HAK_NCLS].size;
+  *bytes = _hak_classes[(front - 1) % HAK_NCLS].size;
   return a >= *start && a < *start + *bytes;
 }
 

@@ -81,18 +81,8 @@ static void class_geometry(unsigned c) {
   k->tier = c < HAK_NTINY ? HAK_TIER_TINY : c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25;
 }
 
-uint8_t _hak_l25_class_of[((HAK_MID_MAX - HAK_COLOR_PAD - 1) >> HAK_L25_STEP_SHIFT) + 1];
-_Static_assert(HAK_TABLE_MAX % (1u << HAK_L25_STEP_SHIFT) == 0, "the L2.5 steps start at the table's end");
-
 void _hak_classes_init(void) {
   for (unsigned c = 0; c < HAK_NCLS; c++) class_geometry(c);
-  for (unsigned i = 0; i < sizeof _hak_l25_class_of; i++) {     /* n - pad - 1 in step i */
-    size_t top = ((size_t)(i + 1) << HAK_L25_STEP_SHIFT) + HAK_COLOR_PAD;
-    if (top > HAK_MID_MAX) top = HAK_MID_MAX;
-    unsigned c = HAK_NTINY + HAK_NL2;
-    while (_hak_classes[c].size < top) c++;
-    _hak_l25_class_of[i] = (uint8_t)c;
-  }
 }
 
 /* Writes the page of _hak_front_of_size that holds n. Threads that do it at
@@ -112,7 +102,6 @@ static void front_of_size_fill(size_t n) {
  * the class tables are written by the initialization. */
 unsigned _hak_class_of_size(size_t n) {
   _hak_init();
-  if (n > HAK_TABLE_MAX) return hak_l25_class(n);
   unsigned f = __atomic_load_n(&_hak_front_of_size[n], __ATOMIC_RELAXED);
   if (HAK_UNLIKELY(f == 0)) {
     front_of_size_fill(n);

@@ -146,7 +146,7 @@ static void check_span_blocks(void) {
     CHECKF(p != NULL, "C%u: malloc(%zu)", c, n);
     if (!p) continue;
     if (!first) first = p;
-    CHECKF((uintptr_t)p >> HAK_REGION_SHIFT == (uintptr_t)(HAK_HOME_BASE + HAK_FRONT(HAK_SPAN_FIRST)),
+    CHECKF((uintptr_t)p >> HAK_REGION_SHIFT == (uintptr_t)HAK_SPAN_SLOT,
            "C%u: block %p is not in the span slot", c, p);
     CHECKF((uintptr_t)p % 256 == 0 && ((uintptr_t)p & (HAK_PAGE - 1)) + _hak_classes[c].size <=
            ((_hak_classes[c].size + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1)),

@@ -188,10 +188,33 @@ static void check_idle_release(void) {
 }
 
 /* The default capacity of a span class's ring (40 KiB up): the pool's, within
- * HAK_SPAN_RING_BYTES of blocks, at least 2. */
+ * 2 blocks and HAKMEM_SPAN_CACHE_KB more. */
 static unsigned span_cap(size_t n) {
-  unsigned by_bytes = HAK_SPAN_RING_BYTES / _hak_classes[_hak_class_of_size(n)].size;
-  return by_bytes < 2 ? 2 : by_bytes < POOL_L25_RING_CAP ? by_bytes : POOL_L25_RING_CAP;
+  size_t by_bytes = 2 + (size_t)_hak_option(HAK_OPT_SPAN_CACHE_KB) * KiB / _hak_classes[_hak_class_of_size(n)].size;
+  return by_bytes < POOL_L25_RING_CAP ? (unsigned)by_bytes : POOL_L25_RING_CAP;
+}
+
+/* HAKMEM_SPAN_CACHE_KB=512: after freeing 100 blocks each of three span
+ * classes, the thread's span lists hold 2 blocks each and at most 512 KiB
+ * more; the rest went back to the span heap. */
+static void check_span_budget(void) {
+  enum { N = 100 };
+  static void *blocks[3][N];
+  static const size_t sizes[3] = { 64 * KiB, 100 * KiB, 200 * KiB };
+  size_t starts = 0;
+  for (int k = 0; k < 3; k++) starts += 2 * (size_t)_hak_classes[_hak_class_of_size(sizes[k])].size;
+  for (int round = 0; round < 2; round++) {       /* the lists used both ways: they grow */
+    for (int k = 0; k < 3; k++)
+      for (int i = 0; i < N; i++) { blocks[k][i] = hak_malloc(sizes[k]); memset(blocks[k][i], k, sizes[k]); }
+    for (int k = 0; k < 3; k++)
+      for (int i = 0; i < N; i++) hak_free(blocks[k][i]);
+  }
+  size_t held = 0;
+  for (unsigned c = HAK_SPAN_FIRST; c < HAK_NCLS; c++) held += (size_t)ring_len(c) * _hak_classes[c].size;
+  CHECKF(_hak_tls.heap->span_cap_bytes <= 512 * KiB, "span capacities beyond the start add up to %zu B",
+         _hak_tls.heap->span_cap_bytes);
+  CHECKF(held <= starts + 512 * KiB, "the span lists hold %zu B", held);
+  CHECKF(held > starts, "the span lists did not grow past their start (%zu B)", held);
 }
 
 static int run(const char *mode) {
@@ -200,7 +223,7 @@ static int run(const char *mode) {
     check_start();
     check_push_pop(8 * KiB, POOL_L2_RING_CAP);
     check_push_pop(100 * KiB, span_cap(100 * KiB));
-    check_push_pop(1024 * KiB, 2);                /* bounded to 256 KiB of blocks, at least 2 */
+    check_push_pop(1024 * KiB, 2);                /* 2, and no more within 1 MiB of span blocks */
     check_cross_thread();
     check_one_way();
   } else if (!strcmp(mode, "cap1")) {
@@ -208,6 +231,8 @@ static int run(const char *mode) {
     check_push_pop(100 * KiB, 1);
   } else if (!strcmp(mode, "budget")) {
     check_budget();
+  } else if (!strcmp(mode, "span-budget")) {
+    check_span_budget();
   } else if (!strcmp(mode, "idle")) {
     check_idle_release();
   } else if (!strcmp(mode, "clamped")) {
@@ -249,6 +274,7 @@ int main(int argc, char **argv) {
   in_child("cap1", "HAKMEM_L2_RING_CAP=1", "HAKMEM_L25_RING_CAP=1");
   in_child("clamped", "HAKMEM_L2_RING_CAP=100000", NULL);
   in_child("budget", "HAKMEM_THREAD_CACHE_KB=256", NULL);
+  in_child("span-budget", "HAKMEM_SPAN_CACHE_KB=512", NULL);
   in_child("per-class", "HAKMEM_L2_RING_CAPS=4,8,0", "HAKMEM_L25_RING_CAPS=3");
   in_child("idle", "HAKMEM_PURGE_DELAY_MS=20", NULL);
   TEST_END();

@@ -110,6 +110,10 @@ static void test_bad_pointers(void)
         snprintf(what, sizeof what, "inside a block of %zu B", sizes[i]);
         check_bad_pointer(p + 8, what);
         check_bad_pointer(p + 16, what);
+        if (sizes[i] >= 64 * KiB) {          /* a span block: 256 B steps, later pages */
+            check_bad_pointer(p + 256, what);
+            check_bad_pointer(p + 4096, what);
+        }
         free(p);
     }
 }
