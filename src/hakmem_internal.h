@@ -75,7 +75,9 @@ enum hak_tier { HAK_TIER_TINY, HAK_TIER_L2, HAK_TIER_L25, HAK_TIER_LARGE };
  * it). Blocks of a class tile its regions with no gaps: block k of a region
  * is at base + k * size, so "is p one of the first K block starts" is one
  * multiply and one compare (hak_block_test). A slab is slab_blocks blocks, a
- * whole number of pages; a SuperSlab is ss_slabs slabs. */
+ * whole number of pages; a SuperSlab is ss_slabs slabs. The span classes
+ * (HAK_SPAN_FIRST up) have no regions: size and tier only, the rest 0
+ * (test_hakapi_classes checks both). */
 struct hak_class {
   uint32_t size;          /* block size in bytes                               */
   uint32_t slab_blocks;   /* blocks per slab                                   */

@@ -44,22 +44,23 @@ _Static_assert(HAK_COLOR_PAD % 16 == 0, "blocks of 16 B or more are 16-byte alig
 #define HAK_CARVE_BYTES   4096u          /* a Tiny refill carves at most this many bytes of fresh blocks */
 #define HAK_SLAB_TARGET   (64u * 1024)   /* slabs are at least this big ...   */
 #define HAK_SLAB_MIN_BLOCKS 4u           /* ... and hold at least 4 blocks    */
-#define HAK_L25_SLAB_BLOCKS 2u           /* L2.5 slabs (64 KiB blocks and up) hold 2 */
 #define HAK_SS_TARGET     (2u << 20)     /* SuperSlabs about 2 MiB            */
 
 static uint64_t gcd64(uint64_t a, uint64_t b) { while (b) { uint64_t t = a % b; a = b; b = t; } return a; }
 
 /* Tiny slabs are whole pages. Colored classes cannot be (that would take 16
- * blocks): their slabs are HAK_SLAB_MIN_BLOCKS blocks or 64 KiB (L2.5:
- * HAK_L25_SLAB_BLOCKS blocks; a slab is reused by its class only, so fewer
- * blocks a slab leave fewer free blocks stranded in partly used slabs; see
- * docs/experiments.md), and their
+ * blocks): their slabs are HAK_SLAB_MIN_BLOCKS blocks or 64 KiB, and their
  * SuperSlabs, which are mapped, hold a multiple of the 16 blocks that end on
- * a page boundary. A free slab is purged by the whole pages inside it. */
+ * a page boundary. A free slab is purged by the whole pages inside it. The
+ * span classes have no slabs (their blocks are page runs of the span heap,
+ * mid.c): only their size and tier are set. */
 static void class_geometry(unsigned c) {
   struct hak_class *k = &_hak_classes[c];
   uint32_t size = class_sizes[c] >= HAK_PAGE ? class_sizes[c] + HAK_COLOR_PAD : class_sizes[c];
-  uint64_t want = size * (uint64_t)(c >= HAK_NTINY + HAK_NL2 ? HAK_L25_SLAB_BLOCKS : HAK_SLAB_MIN_BLOCKS);
+  k->size = size;
+  k->tier = c < HAK_NTINY ? HAK_TIER_TINY : c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25;
+  if (c >= HAK_SPAN_FIRST) return;
+  uint64_t want = size * (uint64_t)HAK_SLAB_MIN_BLOCKS;
   if (want < HAK_SLAB_TARGET) want = HAK_SLAB_TARGET;
   uint64_t cycle = HAK_PAGE / gcd64(size, HAK_PAGE);     /* blocks that end on a page boundary */
   uint64_t blocks = (want + size - 1) / size;
@@ -68,7 +69,6 @@ static void class_geometry(unsigned c) {
   uint64_t ss = slab >= HAK_SS_TARGET ? 1 : HAK_SS_TARGET / slab;
   uint64_t step = cycle / gcd64(blocks, cycle);          /* slabs per page-aligned run */
   ss = (ss + step - 1) / step * step;
-  k->size = size;
   k->slab_blocks = (uint32_t)blocks;
   k->slab_bytes = (uint32_t)slab;
   k->ss_slabs = (uint32_t)ss;
@@ -78,7 +78,6 @@ static void class_geometry(unsigned c) {
   HAK_ASSERT(k->magic_unit >= 1 && k->magic_unit <= size && k->magic > HAK_REGION_BYTES + size);
   k->carve_first = c < HAK_NTINY ? (uint32_t)((c * HAK_CARVE_COLOR) % slab / size) : 0;
   HAK_ASSERT(k->carve_first < k->slab_blocks);
-  k->tier = c < HAK_NTINY ? HAK_TIER_TINY : c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25;
 }
 
 void _hak_classes_init(void) {

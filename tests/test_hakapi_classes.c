@@ -1,5 +1,6 @@
 /* The size-class table against the code that relies on it: geometry
- * (slabs are whole pages and whole blocks), the divisibility constant free
+ * (slabs are whole pages and whole blocks; the span classes have none),
+ * the divisibility constant free
  * uses to reject interior pointers, the size lookup tables (smallest class
  * that holds n, at most 25% larger from 64 B up), and aligned classes. */
 #include <sys/mman.h>
@@ -14,18 +15,22 @@ static void check_geometry(void) {
     const struct hak_class *k = &_hak_classes[c];
     CHECKF(k->size % 16 == 0, "C%u size %u not a multiple of 16", c, k->size);
     CHECKF(k->size < HAK_PAGE || k->size % HAK_PAGE != 0, "C%u: %u-byte blocks would all start at one page offset", c, k->size);
+    if (c) CHECKF(k->size > _hak_classes[c - 1].size, "C%u sizes not increasing", c);
+    if (c >= HAK_SPAN_FIRST) {                  /* page runs of the span heap: no slabs */
+      CHECKF(k->slab_blocks == 0 && k->slab_bytes == 0 && k->ss_slabs == 0 && k->ss_bytes == 0,
+             "C%u: a span class with slab geometry", c);
+      CHECKF(k->tier == (c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25), "C%u tier %u", c, k->tier);
+      continue;
+    }
     CHECKF(c >= HAK_NTINY || k->slab_bytes % HAK_PAGE == 0, "C%u slab %u not whole pages", c, k->slab_bytes);
     CHECKF(k->ss_bytes % HAK_PAGE == 0, "C%u SuperSlab %llu not whole pages", c, (unsigned long long)k->ss_bytes);
     CHECKF(k->slab_bytes == k->slab_blocks * k->size, "C%u slab not whole blocks", c);
-    CHECKF(k->slab_blocks >= (k->tier == HAK_TIER_L25 ? 2u : 4u) && k->ss_slabs >= 1 && k->ss_slabs <= 255,
-           "C%u geometry", c);
+    CHECKF(k->slab_blocks >= 4 && k->ss_slabs >= 1 && k->ss_slabs <= 255, "C%u geometry", c);
     CHECKF(c < HAK_NTINY || k->slab_blocks <= 4 || k->slab_blocks <= 65536 / k->size + 1,
            "C%u: %u blocks per mid slab", c, k->slab_blocks);
-    CHECKF(k->tier != HAK_TIER_L25 || k->slab_blocks == 2, "C%u: %u blocks per L2.5 slab, want 2", c, k->slab_blocks);
     CHECKF(k->slab_blocks < (1u << (64 - HAK_REMOTE_SHIFT)), "C%u: remote counts overflow", c);
     CHECKF(k->ss_bytes == (uint64_t)k->ss_slabs * k->slab_bytes, "C%u SuperSlab bytes", c);
     CHECKF(HAK_REGION_BYTES / k->ss_bytes >= 64, "C%u: a region holds few SuperSlabs", c);
-    if (c) CHECKF(k->size > _hak_classes[c - 1].size, "C%u sizes not increasing", c);
     unsigned want_tier = c < HAK_NTINY ? HAK_TIER_TINY : c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25;
     CHECKF(k->tier == want_tier, "C%u tier %u", c, k->tier);
   }
@@ -58,7 +63,7 @@ static unsigned misjudged(const struct hak_class *k, uint64_t blocks) {
 }
 
 static void check_divisibility(void) {
-  for (unsigned c = 0; c < HAK_NCLS; c++) {
+  for (unsigned c = 0; c < HAK_SPAN_FIRST; c++) {   /* the classes with regions */
     const struct hak_class *k = &_hak_classes[c];
     CHECKF(k->magic_unit >= 1 && k->magic_unit <= k->size, "C%u: magic_unit %llu", c,
            (unsigned long long)k->magic_unit);
