@@ -97,7 +97,6 @@ struct span_page {
 static struct {
   hak_lock_t lock;
   _Atomic bool opened;
-  bool failed;
   uintptr_t base;
   struct span_page *page;   /* SPAN_PAGES_MAX entries, touched as used      */
   _Atomic uint32_t top;     /* pages in runs                                */
@@ -172,17 +171,15 @@ static bool span_check_room(void) {
   return true;
 }
 
-/* Maps the page table (address space only until used); once. */
+/* Maps the page table (address space only until used); once it succeeds
+ * (under an address-space limit, each take tries again). */
 static bool span_open(void) {
-  if (atomic_load_explicit(&span.opened, memory_order_relaxed) || span.failed)
-    return atomic_load_explicit(&span.opened, memory_order_relaxed);
-  span.failed = true;
+  if (atomic_load_explicit(&span.opened, memory_order_relaxed)) return true;
   HAK_ASSERT(span_check_room());
   span.base = (uintptr_t)HAK_SPAN_SLOT << HAK_REGION_SHIFT;
   span.page = _hak_os_map((size_t)SPAN_PAGES_MAX * sizeof *span.page);
   if (!span.page) return false;
   for (unsigned b = 0; b < SPAN_BUCKETS; b++) span.bucket[b] = SPAN_NONE;
-  span.failed = false;
   atomic_store_explicit(&span.opened, true, memory_order_release);
   return true;
 }

@@ -2,10 +2,13 @@
  * its current size + 256 MiB, each kind of allocation is repeated until it
  * returns NULL, which must come with errno ENOMEM and never a crash. After
  * freeing everything, the same kind of allocation works again. Each phase
- * runs in its own child, so phases do not share the limit. */
+ * runs in its own child, so phases do not share the limit. 100 KiB blocks
+ * come from their size class again after a shortage in which the heap that
+ * serves them could not start. */
 #include "testing.h"
 #include "proc_status.h"
 #include <errno.h>
+#include <malloc.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -126,6 +129,49 @@ static void run_realloc_growth(void)
     free(p);
 }
 
+/* The usable size of a 100 KiB block in a process whose memory was never
+ * short: its size class's (read in a child, which keeps this one clean). */
+static size_t class_usable_100k(void)
+{
+    int fds[2];
+    size_t usable = 0;
+    if (pipe(fds) != 0) return 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        void *p = malloc(100 * KiB);
+        size_t u = p ? malloc_usable_size(p) : 0;
+        _exit(write(fds[1], &u, sizeof u) == (ssize_t)sizeof u ? 0 : 1);
+    }
+    close(fds[1]);
+    if (read(fds[0], &usable, sizeof usable) != (ssize_t)sizeof usable) usable = 0;
+    close(fds[0]);
+    waitpid(pid, NULL, 0);
+    return usable;
+}
+
+/* The heap of the blocks from 40 KiB to 1 MiB reserves its page table at its
+ * first use. With the address space full of 2 MiB blocks, 100 KiB blocks come
+ * from mappings of their own or NULL; once the big blocks are freed, they
+ * come from their size class again (the heap did not give up for good). */
+static size_t usable_100k;
+
+static void run_mid_after_shortage(void)
+{
+    const struct phase big = { "2 MiB", BY_MALLOC, 2 * MiB, 0 };
+    size_t bytes;
+    void *chain = fill_until_null(&big, &bytes);
+    void *p = malloc(100 * KiB);
+    CHECKF(p == NULL || malloc_usable_size(p) >= 100 * KiB, "100 KiB in a full address space: %p", p);
+    free(p);
+    free_chain(chain);
+    p = malloc(100 * KiB);
+    CHECKF(p != NULL && malloc_usable_size(p) == usable_100k,
+           "100 KiB after the shortage: %p, usable %zu, its class gives %zu", p, p ? malloc_usable_size(p) : 0,
+           usable_100k);
+    if (p) memset(p, 1, 100 * KiB);
+    free(p);
+}
+
 static void limit_address_space(void)
 {
     long vm_kib = proc_status_kib("VmSize");
@@ -133,6 +179,8 @@ static void limit_address_space(void)
     lim.rlim_cur = lim.rlim_max = (rlim_t)vm_kib * 1024 + HEADROOM;
     if (vm_kib <= 0 || setrlimit(RLIMIT_AS, &lim) != 0) { perror("setrlimit"); _exit(3); }
 }
+
+static const struct phase mid_after_shortage = { "100 KiB after a shortage", BY_MALLOC, 100 * KiB, 0 };
 
 /* Runs one phase (or the realloc growth, ph == NULL) in a limited child. */
 static void in_child(const struct phase *ph)
@@ -142,7 +190,8 @@ static void in_child(const struct phase *ph)
         alarm(120);
         test_failures = 0;
         limit_address_space();
-        if (ph) run_phase(ph);
+        if (ph == &mid_after_shortage) run_mid_after_shortage();
+        else if (ph) run_phase(ph);
         else run_realloc_growth();
         _exit(test_failures ? 1 : 0);
     }
@@ -158,5 +207,8 @@ int main(void)
 {
     for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++) in_child(&phases[i]);
     in_child(NULL);
+    usable_100k = class_usable_100k();
+    CHECKF(usable_100k >= 100 * KiB, "malloc_usable_size of 100 KiB: %zu", usable_100k);
+    in_child(&mid_after_shortage);
     TEST_END();
 }
