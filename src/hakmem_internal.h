@@ -471,6 +471,13 @@ void   _hak_span_return(unsigned c, void *chain);
 int    _hak_span_class(const void *p);            /* -1: not a block start, -2: freed */
 bool   _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
 size_t _hak_span_purge(bool force);
+struct hak_span_stats {
+  uint64_t run_bytes;       /* pages in runs, used or free                  */
+  uint64_t mapped_bytes;    /* pages mapped (runs and room above them)      */
+  uint64_t free_runs, free_bytes;
+  uint64_t dirty_bytes;     /* free pages not purged yet                    */
+};
+void   _hak_span_stats(struct hak_span_stats *out);  /* for the reports      */
 void   _hak_span_fork_prepare(void);
 void   _hak_span_fork_parent(void);
 void   _hak_span_fork_child(void);

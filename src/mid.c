@@ -11,6 +11,7 @@
 #include "hakmem_internal.h"
 
 #include <errno.h>
+#include <string.h>
 
 #define HAK_RING_MAX_BYTES   (2048u * 1024)
 #define HAK_RING_MIN_CAP     2u
@@ -406,6 +407,22 @@ size_t _hak_span_purge(bool force) {
   span_check();
   hak_unlock(&span.lock);
   return released;
+}
+
+void _hak_span_stats(struct hak_span_stats *out) {
+  memset(out, 0, sizeof *out);
+  if (!atomic_load_explicit(&span.opened, memory_order_acquire)) return;
+  hak_lock(&span.lock);
+  out->run_bytes = (uint64_t)atomic_load_explicit(&span.top, memory_order_relaxed) << SPAN_PAGE_SHIFT;
+  out->mapped_bytes = (uint64_t)span.mapped << SPAN_PAGE_SHIFT;
+  for (unsigned b = 0; b < SPAN_BUCKETS; b++)
+    for (uint32_t i = span.bucket[b]; i != SPAN_NONE; i = span.page[i].next) {
+      uint64_t bytes = (uint64_t)span.page[i].len << SPAN_PAGE_SHIFT;
+      out->free_runs++;
+      out->free_bytes += bytes;
+      if (span.page[i].dirty) out->dirty_bytes += bytes;
+    }
+  hak_unlock(&span.lock);
 }
 
 void _hak_span_fork_prepare(void) { hak_lock(&span.lock); }

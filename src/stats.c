@@ -73,6 +73,12 @@ static void report_text(int fd, const struct hak_stats *st) {
   _hak_guard_printf(fd, "  thread front: %zu B of list heads and credits per thread (TLS); a thread caches at most %zu KiB of Tiny blocks and %zu KiB in its L2 / L2.5 rings\n",
                     sizeof(struct hak_tls), _hak_front_max_bytes(0, HAK_NTINY) >> 10,
                     _hak_front_max_bytes(HAK_NTINY, HAK_NCLS) >> 10);
+  struct hak_span_stats sp;
+  _hak_span_stats(&sp);
+  _hak_guard_printf(fd, "  span heap (40 KiB to 1 MiB): %llu KiB in runs, %llu KiB mapped; %llu free runs of %llu KiB, %llu KiB of them not purged yet\n",
+                    (unsigned long long)sp.run_bytes >> 10, (unsigned long long)sp.mapped_bytes >> 10,
+                    (unsigned long long)sp.free_runs, (unsigned long long)sp.free_bytes >> 10,
+                    (unsigned long long)sp.dirty_bytes >> 10);
   _hak_guard_printf(fd, "  superslabs:");
   for (unsigned s = 0; s < HAK_SS_NSTATES; s++)
     _hak_guard_printf(fd, " %s %lld", ss_state_names[s], (long long)gauge(&_hak_gauges.ss_count[s]));
@@ -126,6 +132,13 @@ static void report_json(int fd, const struct hak_stats *st) {
   _hak_guard_printf(fd, ",\n  \"tls_bytes_per_thread\": %zu,\n  \"tiny_cache_max_bytes_per_thread\": %zu,\n"
                     "  \"ring_max_bytes_per_thread\": %zu", sizeof(struct hak_tls),
                     _hak_front_max_bytes(0, HAK_NTINY), _hak_front_max_bytes(HAK_NTINY, HAK_NCLS));
+  struct hak_span_stats sp;
+  _hak_span_stats(&sp);
+  _hak_guard_printf(fd, ",\n  \"span\": {\"run_bytes\": %llu, \"mapped_bytes\": %llu, \"free_runs\": %llu, "
+                    "\"free_bytes\": %llu, \"dirty_bytes\": %llu}",
+                    (unsigned long long)sp.run_bytes, (unsigned long long)sp.mapped_bytes,
+                    (unsigned long long)sp.free_runs, (unsigned long long)sp.free_bytes,
+                    (unsigned long long)sp.dirty_bytes);
   _hak_guard_printf(fd, ",\n  \"superslabs\": {");
   for (unsigned s = 0; s < HAK_SS_NSTATES; s++)
     _hak_guard_printf(fd, "%s\"%s\": %lld", s ? ", " : "", ss_state_names[s], (long long)gauge(&_hak_gauges.ss_count[s]));

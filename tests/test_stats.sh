@@ -12,12 +12,14 @@ work='import threading
 def churn():
     d = {i: str(i) * (i % 50) for i in range(20000)}
     return sum(len(v) for v in d.values())
+big = [bytearray(100000 + 5000 * i) for i in range(40)]
+del big[::2]
 ts = [threading.Thread(target=churn) for _ in range(4)]
 [t.start() for t in ts]; [t.join() for t in ts]
 print(churn())'
 
 HAKMEM_STATS=1 LD_PRELOAD=$lib python3 -c "$work" >/dev/null 2>"$tmp/text" || fail "python3 under HAKMEM_STATS=1"
-for word in "statistics" "memory: mapped" "superslabs:" "remote_frees" "st2 warm" "in its L2 / L2.5 rings"; do
+for word in "statistics" "memory: mapped" "superslabs:" "remote_frees" "st2 warm" "in its L2 / L2.5 rings" "span heap (40 KiB to 1 MiB)"; do
   grep -q "$word" "$tmp/text" || fail "text report lacks '$word'"
 done
 
@@ -37,6 +39,9 @@ assert s["threads_exited"] >= 4, f"threads_exited {s['threads_exited']}"
 assert sum(s["misses"]) > 0 and sum(s["stage_fresh"]) > 0, "refill counters"
 assert len(s["hits"]) == len(s["class_size"]), "per-class arrays"
 assert set(s["superslabs"]) == {"hot", "draining", "empty"}, "superslab states"
+sp = s["span"]
+assert sp["free_bytes"] <= sp["run_bytes"] <= sp["mapped_bytes"] and sp["dirty_bytes"] <= sp["free_bytes"], f"span heap {sp}"
+assert sp["mapped_bytes"] > 0 and sp["run_bytes"] >= 20 * 100000, f"the 20 live 100 KiB blocks are not in span runs: {sp}"
 print("json report ok:", len(s), "keys")
 PY
 
