@@ -366,6 +366,13 @@ bool _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
   return a >= *start && a < *start + *bytes;
 }
 
+/* The whole pages of metadata between from and to back to the OS. */
+static void purge_entries(const void *from, const void *to) {
+  uintptr_t a = ((uintptr_t)from + HAK_PAGE - 1) & ~(uintptr_t)(HAK_PAGE - 1);
+  uintptr_t b = ((uintptr_t)to + HAK_PAGE - 1) & ~(uintptr_t)(HAK_PAGE - 1);
+  if (b > a) _hak_os_purge((void *)a, b - a);
+}
+
 /* A purged free run at the top goes back to the OS with its address space
  * (an address-space limit counts it), as do the mapped pages above the top. */
 static void span_unmap_top(void) {
@@ -378,10 +385,9 @@ static void span_unmap_top(void) {
     atomic_store_explicit(&span.top, start, memory_order_release);
     top = start;
   }
-  if (span.mapped > top) {
-    uintptr_t from = ((uintptr_t)&span.page[top] + HAK_PAGE - 1) & ~(uintptr_t)(HAK_PAGE - 1);
-    uintptr_t to = ((uintptr_t)&span.page[span.mapped] + HAK_PAGE - 1) & ~(uintptr_t)(HAK_PAGE - 1);
-    if (to > from) _hak_os_purge((void *)from, to - from);   /* their page table entries (all unset) */
+  if (span.mapped > top) {                  /* their page table and front entries (all 0) */
+    purge_entries(&span.page[top], &span.page[span.mapped]);
+    purge_entries(front_of(top) - top % SPAN_COLORS, front_of(span.mapped) - span.mapped % SPAN_COLORS);
     _hak_os_unmap((void *)(span.base + ((uintptr_t)top << SPAN_PAGE_SHIFT)), (size_t)(span.mapped - top) << SPAN_PAGE_SHIFT);
     _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak,
                    -((int64_t)(span.mapped - top) << SPAN_PAGE_SHIFT));
