@@ -1,16 +1,17 @@
-/* front.c — the thread front of every slab class (Tiny, L2 and L2.5): per
- * thread and class, a LIFO list of free blocks with a capacity (the hot part
- * lives in _hak_tls, popped and pushed by the inline fast paths in
- * hakmem_internal.h). This file is its slow path: an empty list refills from
- * the slab engine in one batch, a full one spills half back in one batch,
- * and thread exit returns everything.
+/* front.c — the thread front of every class below Large (Tiny, L2 and
+ * L2.5): per thread and class, a LIFO list of free blocks with a capacity
+ * (the hot part lives in _hak_tls, popped and pushed by the inline fast
+ * paths in hakmem_internal.h). This file is its slow path: an empty list
+ * refills from the slab engine or the span heap in one batch, a full one
+ * spills half back in one batch, and thread exit returns everything.
  *
  * Capacities start at 0; the first refill of a class sets HAK_START_BYTES of
  * blocks, and the capacity doubles each time the list runs empty under
  * malloc and each time a full list takes a free, up to the class's maximum —
  * Tiny classes HAKMEM_TINY_CACHE_KB of blocks (64 to 1024), L2 / L2.5
  * classes their pool's ring capacity (mid.c) — while all the thread's
- * capacities add up to at most HAKMEM_THREAD_CACHE_KB of blocks. A list
+ * capacities add up to at most HAKMEM_THREAD_CACHE_KB of blocks (the span
+ * classes' capacities beyond 2 blocks each, to HAKMEM_SPAN_CACHE_KB). A list
  * that has only run empty, or only overflowed (a producer's, a consumer's),
  * stops at HAK_ONE_WAY_CAP blocks (one that only takes frees at
  * HAK_FREE_ONLY_CAP, and spills whole). So a class a thread uses little never
@@ -24,7 +25,7 @@ static uint16_t max_cap[HAK_NCLS], start_cap[HAK_NCLS];
 static size_t budget;                     /* bytes, from HAKMEM_THREAD_CACHE_KB */
 static size_t span_budget;                /* bytes, from HAKMEM_SPAN_CACHE_KB   */
 
-static bool spans(unsigned c) { return c >= HAK_SPAN_FIRST; }
+static bool spans(unsigned c) { return c >= HAK_SPAN_FIRST; }   /* a class of the span heap */
 
 /* Bytes of a capacity of cap blocks of class c that count against the span
  * lists' budget: a span class's blocks beyond its start capacity. */
@@ -69,7 +70,6 @@ size_t _hak_front_max_bytes(unsigned first, unsigned last) {
 
 /* Blocks for and from class c's list: the slab engine, or the span heap
  * (mid.c) for the classes from HAK_SPAN_FIRST up. */
-
 static unsigned take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain) {
   if (spans(c)) { h->stats.refills[c]++; return _hak_span_take(c, max, chain); }
   return _hak_slab_take(h, c, max, room, chain);
