@@ -39,9 +39,7 @@ static int live_class(void *p, const char *call) {
 /* A valid, not-free block the inline free could not take: a full list
  * (its credit went from 0 to -1) or a thread with no heap. */
 void _hak_free_front(void *p) {
-  unsigned c = hak_map_class(hak_map_slot((uintptr_t)p));   /* (the fast path checked p; a spill ticks the purge) */
-  HAK_CREDIT(c) = 0;
-  _hak_front_free_slow(p, c);
+  _hak_front_free_slow(p, hak_map_class(hak_map_slot((uintptr_t)p)));   /* (the fast path checked p) */
 }
 
 /* Every free neither the inline path nor hak_span_push could take. */
@@ -65,12 +63,8 @@ void _hak_free_slow(void *p, const char *call) {
   unsigned f;
   int pushed = hak_span_push(p, &f);
   if (HAK_LIKELY(pushed > 0)) return;
-  if (pushed < 0) {                             /* its list is full */
-    _hak_tls.credit[f] = 0;
-    _hak_front_free_slow(p, f - 1);
-    return;
-  }
-  free_other(p, call);
+  if (pushed < 0) _hak_front_free_slow(p, f - 1);   /* its list is full */
+  else free_other(p, call);
 }
 
 /* ---- the API ------------------------------------------------------------------ */

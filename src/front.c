@@ -171,8 +171,8 @@ static void grow(struct hak_heap *h, unsigned c, unsigned way) {
   if (want > limit) want = limit;
   if (want <= cap) return;
   if (span_extra(c, want) > span_extra(c, cap)) {   /* within the span lists' budget */
-    size_t room = (span_budget - h->span_cap_bytes) / size;
-    unsigned most = (cap > start_cap[c] ? cap : start_cap[c]) + (unsigned)room;
+    size_t span_room = (span_budget - h->span_cap_bytes) / size;
+    unsigned most = (cap > start_cap[c] ? cap : start_cap[c]) + (unsigned)span_room;
     if (want > most) want = most;
     if (want <= cap) return;
   }
@@ -237,9 +237,11 @@ static void spill(struct hak_heap *h, unsigned c) {
 }
 
 /* HAK_SLOW: a valid, not-free block whose list had no credit left (or the
- * thread has no heap yet, or is exiting). */
+ * thread has no heap yet, or is exiting). A push that found no credit left
+ * it at -1 (hak_home_push); it goes back to 0 here. */
 void _hak_front_free_slow(void *p, unsigned c) {
   void **b = p;
+  if (HAK_CREDIT(c) < 0) HAK_CREDIT(c) = 0;
   struct hak_heap *h = _hak_tls.heap;
   if (!h && !_hak_tls.exited) h = _hak_heap_get();
   if (!h) { give_back_one(c, p); return; }   /* exited, or no memory for a heap */

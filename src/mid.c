@@ -330,27 +330,31 @@ void _hak_span_return(unsigned c, void *chain) {
   _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, -n * _hak_classes[c].size);
 }
 
-/* p's class when p is a used block start of the span heap; -1 when p is not
- * in it or not a block start; -2 when p starts a free run (freed before). */
-int _hak_span_class(const void *p) {
-  uintptr_t off = (uintptr_t)p - span.base;
-  if (!atomic_load_explicit(&span.opened, memory_order_acquire) ||
-      off >= (uintptr_t)atomic_load_explicit(&span.top, memory_order_acquire) << SPAN_PAGE_SHIFT)
-    return -1;
-  uint32_t i = (uint32_t)(off >> SPAN_PAGE_SHIFT);
-  if ((uintptr_t)p != block_at(i) || __atomic_load_n(&span.page[i].tail, __ATOMIC_RELAXED)) return -1;
-  unsigned state = __atomic_load_n(&span.page[i].state, __ATOMIC_RELAXED);
-  unsigned front = __atomic_load_n(front_of(i), __ATOMIC_RELAXED);
-  return state == SPAN_USED && front ? (int)front - 1 : state == SPAN_FREE ? -2 : -1;
-}
-
-/* For messages: the used block whose run holds a (racy). */
-bool _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
+/* The page of a within the heap's runs (racy; for checks and messages). */
+static bool page_of(uintptr_t a, uint32_t *i) {
   uintptr_t off = a - span.base;
   if (!atomic_load_explicit(&span.opened, memory_order_acquire) ||
       off >= (uintptr_t)atomic_load_explicit(&span.top, memory_order_acquire) << SPAN_PAGE_SHIFT)
     return false;
-  uint32_t i = (uint32_t)(off >> SPAN_PAGE_SHIFT);
+  *i = (uint32_t)(off >> SPAN_PAGE_SHIFT);
+  return true;
+}
+
+/* p's class when p is a used block start of the span heap; -1 when p is not
+ * in it or not a block start; -2 when p starts a free run (freed before). */
+int _hak_span_class(const void *p) {
+  uint32_t i;
+  if (!page_of((uintptr_t)p, &i) || (uintptr_t)p != block_at(i)) return -1;
+  unsigned front = __atomic_load_n(front_of(i), __ATOMIC_RELAXED);
+  if (front) return (int)front - 1;
+  return __atomic_load_n(&span.page[i].state, __ATOMIC_RELAXED) == SPAN_FREE &&
+         !__atomic_load_n(&span.page[i].tail, __ATOMIC_RELAXED) ? -2 : -1;
+}
+
+/* For messages: the used block whose run holds a (racy). */
+bool _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
+  uint32_t i;
+  if (!page_of(a, &i)) return false;
   while (i && __atomic_load_n(&span.page[i].state, __ATOMIC_RELAXED) == SPAN_UNSET) i--;
   const struct span_page *e = &span.page[i];
   uint32_t len = __atomic_load_n(&e->len, __ATOMIC_RELAXED);

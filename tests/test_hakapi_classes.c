@@ -4,7 +4,6 @@
  * uses to reject interior pointers, the size lookup tables (smallest class
  * that holds n, at most 25% larger from 64 B up), and aligned classes. */
 #include <sys/mman.h>
-
 #include "testing.h"
 
 #include <pthread.h>
