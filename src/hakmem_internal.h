@@ -6,9 +6,11 @@
  *   region.c   class regions, SuperSlabs and the ownership map
  *   slab.c     the slab engine: size classes, slabs, remote frees, the shared
  *              pool (central lists), refill and flush in batches, adoption
- *   front.c    the thread front of every slab class (Tiny, L2, L2.5): per-thread
- *              LIFO free lists with a capacity, refilled and spilled in batches
- *   mid.c      the L2 / L2.5 pools' ring capacities (per pool, per class)
+ *   front.c    the thread front of every class below Large: per-thread LIFO
+ *              free lists with a capacity, refilled and spilled in batches
+ *   mid.c      the L2 / L2.5 pools' ring capacities (per pool, per class) and
+ *              the span heap: blocks of 40 KiB to 1 MiB as page runs of one
+ *              shared slot
  *   large.c    Large blocks (> 1 MiB): one mapping each, a cache of mappings
  *   thread.c   per-thread heaps: creation, exit (flush + abandon), fork, init
  *   options.c  the options table (HAKMEM_* environment)

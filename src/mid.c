@@ -1,12 +1,14 @@
 /* mid.c — the L2 (2 KiB .. 52 KiB) and L2.5 (.. 1 MiB) pools' ring
- * capacities. A class's ring is its thread-front list (front.c): per
- * thread, LIFO, refilled and spilled in batches; this file decides how many
- * blocks it may hold.
+ * capacities, and the span heap that serves the blocks from 40 KiB up
+ * (below). A class's ring is its thread-front list (front.c): per thread,
+ * LIFO, refilled and spilled in batches; this file decides how many blocks
+ * it may hold.
  *
  * Capacities: POOL_L2_RING_CAP / POOL_L25_RING_CAP at build time, lowered
  * per pool (HAKMEM_L2_RING_CAP, HAKMEM_L25_RING_CAP) or per class
  * (HAKMEM_L2_RING_CAPS=24,32,...), and never above HAK_RING_MAX_BYTES of
- * blocks. (Adaptive capacities were measured and dropped: see
+ * blocks (a span class: 2, and HAKMEM_SPAN_CACHE_KB for all of them
+ * together, front.c). (Adaptive capacities were measured and dropped: see
  * docs/experiments.md.) */
 #include "hakmem_internal.h"
 
