@@ -299,6 +299,7 @@ extern struct hak_pool _hak_pools[HAK_NCLS];
   X(stage_warm,      "refill stage 2: a slab from the warm pool") \
   X(stage_shared,    "refill stage 3: an ownerless slab from the shared pool") \
   X(stage_fresh,     "refill stage 4: a fresh slab from a SuperSlab") \
+  X(carved,          "fresh blocks carved from slabs (they make pages resident)") \
   X(warm_hits,       "warm pool pops") \
   X(warm_misses,     "warm pool found empty") \
   X(warm_prefills,   "slabs loaded into the warm pool by a secondary prefill") \

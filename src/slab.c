@@ -147,11 +147,12 @@ static void collect_remote(struct hak_heap *h, struct hak_slab *s) {
  * those per call (mimalloc extends a page by 4 KiB at a time), so a refill
  * does not carve blocks the thread may never use: they would be resident.
  * (Mid classes carve a whole batch: one block a refill cost mid_large_mt
- * 25%.) Every block leaves with word 1 = free key.
+ * 25%.) Nothing is carved when carve_ok is false. Every block leaves with
+ * word 1 = free key.
  * A whole local list of at most room blocks goes in one step, without a
  * walk: the blocks of a list that came back from another thread are in
  * that thread's cache, and walking them costs a miss each. */
-static unsigned slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, unsigned room, void **list) {
+static unsigned slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, unsigned room, bool carve_ok, void **list) {
   unsigned n = 0;
   if (!s->free && atomic_load_explicit(&s->xremote, memory_order_relaxed)) collect_remote(h, s);
   if (!*list && s->free && s->nfree <= room) {
@@ -169,9 +170,10 @@ static unsigned slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, 
     n++;
   }
   const uint32_t size = _hak_classes[s->cls].size;
-  unsigned carve = n < want ? want - n : 0;
+  unsigned carve = n < want && carve_ok ? want - n : 0;
   if (s->cls < HAK_NTINY && carve > HAK_CARVE_BYTES / size) carve = HAK_CARVE_BYTES / size;
   const uint32_t first = _hak_classes[s->cls].carve_first;
+  const unsigned recycled = n;
   for (; carve && s->carved < s->capacity; carve--) {
     uint32_t k = s->carved++ + first;
     if (k >= s->capacity) k -= s->capacity;
@@ -181,10 +183,16 @@ static unsigned slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, 
     *list = b;
     n++;
   }
+  h->stats.carved[s->cls] += n - recycled;
   s->used += n;
   _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, (int64_t)class_bytes(s->cls, n));
   _hak_slab_check(s);
   return n;
+}
+
+/* Blocks s can give without carving: freed ones, local or remote. */
+static bool slab_has_recycled(const struct hak_slab *s) {
+  return s->free || atomic_load_explicit(&s->xremote, memory_order_relaxed);
 }
 
 static bool slab_has_free(const struct hak_slab *s) {
@@ -261,21 +269,45 @@ struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok
   return s;
 }
 
-/* Stage 2..4 of a refill: the warm pool, then the shared pool or a fresh
+/* Tiny slabs carve fresh blocks last: while a slab the thread can reach has
+ * freed blocks (a warm slab with some, or an ownerless one in the shared
+ * pool), a slab with nothing but uncarved room waits in the warm pool.
+ * Carving makes new pages resident; a producer's blocks come back to its
+ * slabs one remote free at a time (docs/experiments.md, "Carve last"). */
+
+/* The index of the topmost warm slab of class c with freed blocks, or -1. */
+static int warm_recycled(const struct hak_heap *h, unsigned c) {
+  for (int i = h->warm_n[c] - 1; i >= 0; i--)
+    if (slab_has_recycled(h->warm[c][i])) return i;
+  return -1;
+}
+
+static bool pool_has_slabs(unsigned c) { return __atomic_load_n(&_hak_pools[c].npartial, __ATOMIC_RELAXED) != 0; }
+
+/* Should s (Tiny, cur) give only its freed blocks, and wait in the warm pool
+ * for its carving while freed blocks are elsewhere? */
+static bool carve_waits(const struct hak_heap *h, unsigned c, const struct hak_slab *s) {
+  return c < HAK_NTINY && s->carved < s->capacity && h->warm_n[c] < _hak_option(HAK_OPT_WARM_POOL_CAP) &&
+         (pool_has_slabs(c) || warm_recycled(h, c) >= 0);
+}
+
+/* Stage 2..4 of a refill: the warm pool (a slab with freed blocks first,
+ * then an adopted one, then one to carve), else the shared pool or a fresh
  * slab, with a secondary prefill of the warm pool (Tiny) when it ran empty. */
 static struct hak_slab *next_slab(struct hak_heap *h, unsigned c) {
   if (c < HAK_NTINY && h->warm_n[c]) {
-    /* A fresh slab the prefill took waits while the shared pool has slabs
-     * with freed blocks: carving it would make new pages resident (a
-     * producer's frees come back that way). */
-    if (h->warm[c][h->warm_n[c] - 1]->carved == 0 && __atomic_load_n(&_hak_pools[c].npartial, __ATOMIC_RELAXED)) {
+    int i = warm_recycled(h, c);
+    if (i < 0 && pool_has_slabs(c)) {
       bool adopted;
       struct hak_slab *s = _hak_slab_acquire(h, c, false, &adopted);
       if (s) { h->stats.stage_shared[c]++; h->stats.slabs_adopted++; return s; }
     }
+    if (i < 0) i = h->warm_n[c] - 1;
+    struct hak_slab *s = h->warm[c][i];
+    h->warm[c][i] = h->warm[c][--h->warm_n[c]];
     h->stats.warm_hits[c]++;
     h->stats.stage_warm[c]++;
-    return h->warm[c][--h->warm_n[c]];
+    return s;
   }
   if (c < HAK_NTINY) h->stats.warm_misses[c]++;
   bool adopted;
@@ -304,13 +336,21 @@ unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, unsigned r
   void *list = NULL;
   struct hak_slab *s = h->cur[c];
   if (s) h->stats.stage_current[c]++;
+  bool waited = false;                  /* once a take: adopting may fail */
   while (got < max) {
     if (!s) {
       s = next_slab(h, c);
       if (!s) break;
       h->cur[c] = s;
     }
-    got += slab_pop(h, s, max - got, room - got, &list);
+    bool wait = !waited && carve_waits(h, c, s);
+    got += slab_pop(h, s, max - got, room - got, !wait, &list);
+    if (wait && got < max) {            /* s waits in the warm pool */
+      h->warm[c][h->warm_n[c]++] = s;
+      h->cur[c] = s = NULL;
+      waited = true;
+      continue;
+    }
     if (got < max && got && s->carved < s->capacity) break;   /* carve limit: the rest next time */
     if (got < max) {                    /* s is exhausted */
       h->cur[c] = NULL;

@@ -86,15 +86,16 @@ static void report_text(int fd, const struct hak_stats *st) {
 #define HAK_PRINT_SCALAR(name, doc) if (st->name) _hak_guard_printf(fd, "  %-18s %12llu  %s\n", #name, (unsigned long long)st->name, doc);
   HAK_STATS_SCALARS(HAK_PRINT_SCALAR)
 #undef HAK_PRINT_SCALAR
-  _hak_guard_printf(fd, "  %-5s %-5s %8s %12s %12s %12s %10s %10s %10s %10s %10s\n", "class", "tier", "size",
-          "hits", "misses", "frees", "spills", "st1 cur", "st2 warm", "st3 shared", "st4 fresh");
+  _hak_guard_printf(fd, "  %-5s %-5s %8s %12s %12s %12s %10s %10s %10s %10s %10s %10s\n", "class", "tier", "size",
+          "hits", "misses", "frees", "spills", "st1 cur", "st2 warm", "st3 shared", "st4 fresh", "carved");
   for (unsigned c = 0; c < HAK_NCLS; c++) {
     if (!class_active(st, c)) continue;
-    _hak_guard_printf(fd, "  C%-4u %-5s %8u %12llu %12llu %12llu %10llu %10llu %10llu %10llu %10llu\n", c, tier_name(c),
+    _hak_guard_printf(fd, "  C%-4u %-5s %8u %12llu %12llu %12llu %10llu %10llu %10llu %10llu %10llu %10llu\n", c, tier_name(c),
             _hak_classes[c].size, (unsigned long long)st->hits[c], (unsigned long long)st->misses[c],
             (unsigned long long)st->frees[c], (unsigned long long)st->spills[c],
             (unsigned long long)st->stage_current[c], (unsigned long long)st->stage_warm[c],
-            (unsigned long long)st->stage_shared[c], (unsigned long long)st->stage_fresh[c]);
+            (unsigned long long)st->stage_shared[c], (unsigned long long)st->stage_fresh[c],
+            (unsigned long long)st->carved[c]);
   }
   if (!HAK_FAST_STATS) _hak_guard_printf(fd, "  (hits and frees count slow paths only; build with FAST_STATS=1 to count the fast path)\n");
 }

@@ -8,7 +8,11 @@
  * RSS at the end must stay within a small margin of RSS after the warm-up. */
 #include "testing.h"
 #include "proc_status.h"
+#include <hakmem.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <string.h>
+#include <unistd.h>
 
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
@@ -136,8 +140,74 @@ static void large_rounds(const char *what, size_t size, size_t step, long margin
     check_rss(what, before, proc_status_kib("VmRSS"), margin_kib);
 }
 
+/* Reads the per-class array name of a hak_stats_write_json report. */
+static int json_array(const char *text, const char *name, unsigned long long *out, int max)
+{
+    char key[64];
+    snprintf(key, sizeof key, "\"%s\": [", name);
+    const char *p = strstr(text, key);
+    if (!p) return 0;
+    int n = 0;
+    for (p += strlen(key); n < max && *p != ']';) {
+        char *end;
+        out[n++] = strtoull(p, &end, 10);
+        if (*end != ',') break;
+        p = end + 1;
+    }
+    return n;
+}
+
+/* Fresh blocks carved so far in the class of size-byte blocks. */
+static unsigned long long carved_now(size_t size)
+{
+    static char text[1 << 16];
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/hakmem-reuse-%d.json", (int)getpid());
+    CHECK(hak_stats_write_json(path) == 0);
+    FILE *f = fopen(path, "r");
+    size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    unlink(path);
+    text[len] = 0;
+    unsigned long long sizes[128], carved[128];
+    int n = json_array(text, "class_size", sizes, 128);
+    CHECKF(json_array(text, "carved", carved, 128) == n && n > 0, "no per-class carved counter in the JSON report");
+    for (int c = 0; c < n; c++)
+        if (sizes[c] >= size) return carved[c];
+    return 0;
+}
+
+#define HANDOFF 1000
+static void *handoff[HANDOFF];
+
+static void *free_all(void *arg)
+{
+    (void)arg;
+    for (size_t i = 0; i < HANDOFF; i++) free(handoff[i]);
+    return NULL;
+}
+
+/* A producer's blocks come back through another thread's frees (remote
+ * frees, some into slabs it still owns, some into ownerless ones). Its next
+ * allocations take those blocks before any fresh one is carved: carving
+ * makes new pages resident. */
+static void test_remote_blocks_before_fresh(void)
+{
+    for (size_t i = 0; i < HANDOFF; i++) handoff[i] = malloc(1000);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_all, NULL) == 0);
+    pthread_join(t, NULL);
+    unsigned long long before = carved_now(1000);
+    CHECKF(before >= HANDOFF, "carved counter %llu after %d blocks", before, HANDOFF);
+    for (size_t i = 0; i < HANDOFF - 100; i++) handoff[i] = malloc(1000);
+    unsigned long long after = carved_now(1000);
+    CHECKF(after == before, "%llu fresh blocks carved while %d freed ones were there", after - before, HANDOFF);
+    for (size_t i = 0; i < HANDOFF - 100; i++) free(handoff[i]);
+}
+
 int main(void)
 {
+    test_remote_blocks_before_fresh();
     test_working_set();
     test_window();
     large_rounds("20 x 64 MiB", 64 * MiB, 0, 80 * 1024L);

@@ -19,7 +19,7 @@ ts = [threading.Thread(target=churn) for _ in range(4)]
 print(churn())'
 
 HAKMEM_STATS=1 LD_PRELOAD=$lib python3 -c "$work" >/dev/null 2>"$tmp/text" || fail "python3 under HAKMEM_STATS=1"
-for word in "statistics" "memory: mapped" "superslabs:" "remote_frees" "st2 warm" "in its L2 / L2.5 rings" "span heap (40 KiB to 1 MiB)"; do
+for word in "statistics" "memory: mapped" "superslabs:" "remote_frees" "st2 warm" "carved" "in its L2 / L2.5 rings" "span heap (40 KiB to 1 MiB)"; do
   grep -q "$word" "$tmp/text" || fail "text report lacks '$word'"
 done
 
@@ -30,13 +30,13 @@ s = json.load(open(sys.argv[1]))
 need = ["bytes_mapped", "bytes_mapped_peak", "bytes_in_use", "bytes_in_use_peak", "superslabs",
         "remote_frees", "threads_exited", "hits", "misses", "stage_current", "stage_warm",
         "stage_shared", "stage_fresh", "warm_hits", "warm_misses", "warm_prefills", "class_size",
-        "spills", "refills", "tls_bytes_per_thread", "tiny_cache_max_bytes_per_thread", "ring_max_bytes_per_thread", "bytes_purged", "purge_calls", "bytes_reused"]
+        "spills", "refills", "carved", "tls_bytes_per_thread", "tiny_cache_max_bytes_per_thread", "ring_max_bytes_per_thread", "bytes_purged", "purge_calls", "bytes_reused"]
 missing = [k for k in need if k not in s]
 assert not missing, f"JSON lacks {missing}"
 assert s["bytes_mapped_peak"] >= s["bytes_mapped"] > 0, "bytes mapped"
 assert s["bytes_in_use_peak"] > 0, "bytes in use"
 assert s["threads_exited"] >= 4, f"threads_exited {s['threads_exited']}"
-assert sum(s["misses"]) > 0 and sum(s["stage_fresh"]) > 0, "refill counters"
+assert sum(s["misses"]) > 0 and sum(s["stage_fresh"]) > 0 and sum(s["carved"]) > 0, "refill counters"
 assert len(s["hits"]) == len(s["class_size"]), "per-class arrays"
 assert set(s["superslabs"]) == {"hot", "draining", "empty"}, "superslab states"
 sp = s["span"]
