@@ -195,10 +195,7 @@ static bool slab_has_recycled(const struct hak_slab *s) {
   return s->free || atomic_load_explicit(&s->xremote, memory_order_relaxed);
 }
 
-static bool slab_has_free(const struct hak_slab *s) {
-  return s->free || s->carved < s->capacity ||
-         atomic_load_explicit(&s->xremote, memory_order_relaxed);
-}
+static bool slab_has_free(const struct hak_slab *s) { return slab_has_recycled(s) || s->carved < s->capacity; }
 
 /* npartial changes under the pool lock; the warm pool reads it without the
  * lock (a hint), so both sides use relaxed atomics (plain moves on x86). */
