@@ -83,7 +83,9 @@ PLAIN_SRCS := $(wildcard tests/plain_*.c)
 PLAIN_BINS := $(PLAIN_SRCS:tests/%.c=$(BUILD)/tests/%)
 PLAIN_CXX  := $(wildcard tests/plain_*.cc)
 PLAIN_CXX_BINS := $(PLAIN_CXX:tests/%.cc=$(BUILD)/tests/%)
-tests: lib $(TEST_BINS) $(TEST_CXX_BINS) $(PLAIN_BINS) $(PLAIN_CXX_BINS) benches
+SHIM_SRCS := $(wildcard tests/shim_*.c)
+SHIM_LIBS := $(SHIM_SRCS:tests/%.c=$(BUILD)/tests/%.so)
+tests: lib $(TEST_BINS) $(TEST_CXX_BINS) $(PLAIN_BINS) $(PLAIN_CXX_BINS) $(SHIM_LIBS) benches
 
 # Tests link the shared library (the -lhakmem path); tests named test_hakapi_* link
 # the static one and use only the hak_ API (that is what the TSan build runs).
@@ -97,6 +99,10 @@ $(BUILD)/tests/test_%: tests/test_%.c $(BUILD)/libhakmem.so $(wildcard tests/*.h
 $(BUILD)/tests/plain_%: tests/plain_%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Iinclude $< -o $@ -lpthread -ldl
+# shim_* libraries are preloaded in front of hakmem by script tests.
+$(BUILD)/tests/shim_%.so: tests/shim_%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -fPIC -shared $< -o $@
 $(BUILD)/tests/plain_%: tests/plain_%.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O1 -g -Wall -Wextra -fsized-deallocation -faligned-new $< -o $@ -lpthread

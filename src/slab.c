@@ -473,14 +473,17 @@ size_t _hak_slab_purge(bool force) {
 }
 
 /* Called from slow paths: at most every half delay, one thread runs a purge
- * pass over every class and expires cached Large ranges. */
-static _Atomic uint32_t next_purge_ms;
+ * pass over every class and expires cached Large ranges. Times are the
+ * monotonic clock in ms modulo 2^32 (it wraps every 49.7 days of uptime),
+ * so only differences are compared, unsigned: the time since the last pass
+ * (0 at start, so the first pass comes at once, whatever the uptime). */
+static _Atomic uint32_t last_purge_ms;
 
 void _hak_purge_tick(void) {
-  uint32_t now = _hak_os_now_ms(), next = atomic_load_explicit(&next_purge_ms, memory_order_relaxed);
-  if ((int32_t)(now - next) < 0) return;
+  uint32_t now = _hak_os_now_ms(), last = atomic_load_explicit(&last_purge_ms, memory_order_relaxed);
   uint32_t delay = (uint32_t)_hak_option(HAK_OPT_PURGE_DELAY_MS);
-  if (!atomic_compare_exchange_strong(&next_purge_ms, &next, now + delay / 2 + 1)) return;
+  if (now - last <= delay / 2) return;
+  if (!atomic_compare_exchange_strong(&last_purge_ms, &last, now)) return;
   _hak_slab_purge(false);
   _hak_span_purge(false);
   _hak_large_expire(now, delay);
