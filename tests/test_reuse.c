@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define KiB ((size_t)1024)
@@ -205,9 +206,31 @@ static void test_remote_blocks_before_fresh(void)
     for (size_t i = 0; i < HANDOFF - 100; i++) free(handoff[i]);
 }
 
-int main(void)
+/* Runs test_remote_blocks_before_fresh in a child with a purge delay of a
+ * minute: a purge pass in between (however slowly the build runs) would
+ * return the emptied slabs to their SuperSlabs, and handing those out again
+ * carves their blocks anew. */
+static void remote_blocks_in_child(void)
 {
-    test_remote_blocks_before_fresh();
+    pid_t pid = fork();
+    if (pid == 0) {
+        char *argv[] = { "test_reuse", "remote-blocks", NULL };
+        char *envp[] = { "HAKMEM_PURGE_DELAY_MS=60000", NULL };
+        execve("/proc/self/exe", argv, envp);
+        _exit(99);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "remote blocks before fresh ones: child status %d", status);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "remote-blocks") == 0) {
+        test_remote_blocks_before_fresh();
+        TEST_END();
+    }
+    remote_blocks_in_child();
     test_working_set();
     test_window();
     large_rounds("20 x 64 MiB", 64 * MiB, 0, 80 * 1024L);
