@@ -70,13 +70,9 @@ unsigned _hak_mid_ring_cap(unsigned c) {
  * _hak_span_front. Every change is made under span.lock; the
  * page table is read without it only to check a pointer the caller holds (a
  * live run does not change under its owner) or to describe a bad one. */
-#define SPAN_PAGE_SHIFT  HAK_SPAN_PAGE_SHIFT
-#define SPAN_PAGES_MAX   HAK_SPAN_PAGES
 #define SPAN_GROW        (2u << 20)          /* bytes mapped at a time            */
 #define SPAN_BUCKETS     258u                /* free runs of 1..257 pages; [0]: longer */
 #define SPAN_NONE        UINT32_MAX
-#define SPAN_COLORS      HAK_SPAN_COLORS
-#define SPAN_COLOR_STEP  HAK_SPAN_COLOR_STEP
 #define SPAN_BATCH_MAX   64u                 /* runs one take hands out           */
 
 enum { SPAN_UNSET = 0, SPAN_FREE = 1, SPAN_USED = 2 };
@@ -101,7 +97,7 @@ static struct {
   hak_lock_t lock;
   _Atomic bool opened;
   uintptr_t base;
-  struct span_page *page;   /* SPAN_PAGES_MAX entries, touched as used      */
+  struct span_page *page;   /* HAK_SPAN_PAGES entries, touched as used      */
   _Atomic uint32_t top;     /* pages in runs                                */
   uint32_t mapped;          /* pages mapped                                 */
   uint32_t bucket[SPAN_BUCKETS];
@@ -112,7 +108,7 @@ uint8_t _hak_span_front[1u << (HAK_REGION_SHIFT - HAK_SPAN_STEP_SHIFT)];
 
 /* The entry of _hak_span_front at the block start of a run at page i. */
 static uint8_t *front_of(uint32_t i) {
-  return &_hak_span_front[(i << (SPAN_PAGE_SHIFT - HAK_SPAN_STEP_SHIFT)) + i % SPAN_COLORS];
+  return &_hak_span_front[(i << (HAK_SPAN_PAGE_SHIFT - HAK_SPAN_STEP_SHIFT)) + i % HAK_SPAN_COLORS];
 }
 
 static unsigned bucket_of(uint32_t len) { return len < SPAN_BUCKETS ? len : 0; }
@@ -169,7 +165,7 @@ static void free_run_set(uint32_t i, uint32_t len, bool dirty, uint32_t freed_ms
 static bool span_check_room(void) {
   for (unsigned c = HAK_SPAN_FIRST; c < HAK_NCLS; c++) {
     uint32_t size = _hak_classes[c].size, run = (size + HAK_PAGE - 1) / HAK_PAGE * HAK_PAGE;
-    if (run - size < (SPAN_COLORS - 1) * SPAN_COLOR_STEP) return false;
+    if (run - size < (HAK_SPAN_COLORS - 1) * HAK_SPAN_COLOR_STEP) return false;
   }
   return true;
 }
@@ -180,7 +176,7 @@ static bool span_open(void) {
   if (atomic_load_explicit(&span.opened, memory_order_relaxed)) return true;
   HAK_ASSERT(span_check_room());
   span.base = (uintptr_t)HAK_SPAN_SLOT << HAK_REGION_SHIFT;
-  span.page = _hak_os_map((size_t)SPAN_PAGES_MAX * sizeof *span.page);
+  span.page = _hak_os_map((size_t)HAK_SPAN_PAGES * sizeof *span.page);
   if (!span.page) return false;
   for (unsigned b = 0; b < SPAN_BUCKETS; b++) span.bucket[b] = SPAN_NONE;
   atomic_store_explicit(&span.opened, true, memory_order_release);
@@ -190,15 +186,15 @@ static bool span_open(void) {
 /* Pages up to end are mapped (SPAN_GROW at a time, at fixed addresses). */
 static bool span_map_to(uint32_t end) {
   if (end <= span.mapped) return true;
-  if (end > SPAN_PAGES_MAX) return false;
-  uint64_t bytes = ((uint64_t)(end - span.mapped) << SPAN_PAGE_SHIFT) + SPAN_GROW - 1;
+  if (end > HAK_SPAN_PAGES) return false;
+  uint64_t bytes = ((uint64_t)(end - span.mapped) << HAK_SPAN_PAGE_SHIFT) + SPAN_GROW - 1;
   bytes -= bytes % SPAN_GROW;
-  uint64_t room = (uint64_t)(SPAN_PAGES_MAX - span.mapped) << SPAN_PAGE_SHIFT;
+  uint64_t room = (uint64_t)(HAK_SPAN_PAGES - span.mapped) << HAK_SPAN_PAGE_SHIFT;
   if (bytes > room) bytes = room;
-  uintptr_t at = span.base + ((uintptr_t)span.mapped << SPAN_PAGE_SHIFT);
+  uintptr_t at = span.base + ((uintptr_t)span.mapped << HAK_SPAN_PAGE_SHIFT);
   if (!_hak_os_map_at(at, bytes) &&
       !(errno == ENOMEM && _hak_large_trim() && _hak_os_map_at(at, bytes))) return false;
-  span.mapped += (uint32_t)(bytes >> SPAN_PAGE_SHIFT);
+  span.mapped += (uint32_t)(bytes >> HAK_SPAN_PAGE_SHIFT);
   _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, (int64_t)bytes);
   return true;
 }
@@ -224,7 +220,7 @@ static uint32_t run_alloc(uint32_t len, unsigned c) {
     bucket_remove(i);
     run_clear(i, e.len);
     if (e.len > len) free_run_set(i + len, e.len - len, e.dirty, e.freed_ms);
-    if (!e.dirty) atomic_fetch_add(&_hak_gauges.bytes_reused, (int64_t)len << SPAN_PAGE_SHIFT);
+    if (!e.dirty) atomic_fetch_add(&_hak_gauges.bytes_reused, (int64_t)len << HAK_SPAN_PAGE_SHIFT);
   } else {                                   /* at the top, with the free run that ends there */
     uint32_t top = atomic_load_explicit(&span.top, memory_order_relaxed), have = 0;
     i = top;
@@ -285,11 +281,11 @@ static void span_check(void) {
 }
 
 static uint32_t class_pages(unsigned c) {
-  return (_hak_classes[c].size + HAK_PAGE - 1) >> SPAN_PAGE_SHIFT;
+  return (_hak_classes[c].size + HAK_PAGE - 1) >> HAK_SPAN_PAGE_SHIFT;
 }
 
 static uintptr_t block_at(uint32_t i) {
-  return span.base + ((uintptr_t)i << SPAN_PAGE_SHIFT) + (i % SPAN_COLORS) * SPAN_COLOR_STEP;
+  return span.base + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT) + (i % HAK_SPAN_COLORS) * HAK_SPAN_COLOR_STEP;
 }
 
 /* Up to max blocks of span class c as a list linked through word 0, each with
@@ -323,7 +319,7 @@ void _hak_span_return(unsigned c, void *chain) {
   hak_lock(&span.lock);
   for (void **b = chain, **next; b; b = next, n++) {
     next = b[0];
-    uint32_t i = (uint32_t)(((uintptr_t)b - span.base) >> SPAN_PAGE_SHIFT);
+    uint32_t i = (uint32_t)(((uintptr_t)b - span.base) >> HAK_SPAN_PAGE_SHIFT);
     HAK_ASSERT((uintptr_t)b == block_at(i) && span.page[i].state == SPAN_USED && *front_of(i) == HAK_FRONT(c));
     run_free(i, now);
   }
@@ -336,9 +332,9 @@ void _hak_span_return(unsigned c, void *chain) {
 static bool page_of(uintptr_t a, uint32_t *i) {
   uintptr_t off = a - span.base;
   if (!atomic_load_explicit(&span.opened, memory_order_acquire) ||
-      off >= (uintptr_t)atomic_load_explicit(&span.top, memory_order_acquire) << SPAN_PAGE_SHIFT)
+      off >= (uintptr_t)atomic_load_explicit(&span.top, memory_order_acquire) << HAK_SPAN_PAGE_SHIFT)
     return false;
-  *i = (uint32_t)(off >> SPAN_PAGE_SHIFT);
+  *i = (uint32_t)(off >> HAK_SPAN_PAGE_SHIFT);
   return true;
 }
 
@@ -393,10 +389,10 @@ static void span_unmap_top(void) {
   }
   if (span.mapped > top) {                  /* their page table and front entries (all 0) */
     purge_entries(&span.page[top], &span.page[span.mapped]);
-    purge_entries(front_of(top) - top % SPAN_COLORS, front_of(span.mapped) - span.mapped % SPAN_COLORS);
-    _hak_os_unmap((void *)(span.base + ((uintptr_t)top << SPAN_PAGE_SHIFT)), (size_t)(span.mapped - top) << SPAN_PAGE_SHIFT);
+    purge_entries(front_of(top) - top % HAK_SPAN_COLORS, front_of(span.mapped) - span.mapped % HAK_SPAN_COLORS);
+    _hak_os_unmap((void *)(span.base + ((uintptr_t)top << HAK_SPAN_PAGE_SHIFT)), (size_t)(span.mapped - top) << HAK_SPAN_PAGE_SHIFT);
     _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak,
-                   -((int64_t)(span.mapped - top) << SPAN_PAGE_SHIFT));
+                   -((int64_t)(span.mapped - top) << HAK_SPAN_PAGE_SHIFT));
     span.mapped = top;
   }
 }
@@ -411,8 +407,8 @@ size_t _hak_span_purge(bool force) {
     for (uint32_t i = span.bucket[b]; i != SPAN_NONE; i = span.page[i].next) {
       struct span_page *e = &span.page[i];
       if (!e->dirty || (!force && now - e->freed_ms < delay)) continue;
-      _hak_os_purge((void *)(span.base + ((uintptr_t)i << SPAN_PAGE_SHIFT)), (size_t)e->len << SPAN_PAGE_SHIFT);
-      released += (size_t)e->len << SPAN_PAGE_SHIFT;
+      _hak_os_purge((void *)(span.base + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT)), (size_t)e->len << HAK_SPAN_PAGE_SHIFT);
+      released += (size_t)e->len << HAK_SPAN_PAGE_SHIFT;
       e->dirty = 0;
     }
   span_unmap_top();
@@ -425,11 +421,11 @@ void _hak_span_stats(struct hak_span_stats *out) {
   memset(out, 0, sizeof *out);
   if (!atomic_load_explicit(&span.opened, memory_order_acquire)) return;
   hak_lock(&span.lock);
-  out->run_bytes = (uint64_t)atomic_load_explicit(&span.top, memory_order_relaxed) << SPAN_PAGE_SHIFT;
-  out->mapped_bytes = (uint64_t)span.mapped << SPAN_PAGE_SHIFT;
+  out->run_bytes = (uint64_t)atomic_load_explicit(&span.top, memory_order_relaxed) << HAK_SPAN_PAGE_SHIFT;
+  out->mapped_bytes = (uint64_t)span.mapped << HAK_SPAN_PAGE_SHIFT;
   for (unsigned b = 0; b < SPAN_BUCKETS; b++)
     for (uint32_t i = span.bucket[b]; i != SPAN_NONE; i = span.page[i].next) {
-      uint64_t bytes = (uint64_t)span.page[i].len << SPAN_PAGE_SHIFT;
+      uint64_t bytes = (uint64_t)span.page[i].len << HAK_SPAN_PAGE_SHIFT;
       out->free_runs++;
       out->free_bytes += bytes;
       if (span.page[i].dirty) out->dirty_bytes += bytes;
