@@ -93,10 +93,12 @@ struct span_page {
   uint32_t freed_ms;        /* free run: when it was last freed             */
 };
 
+/* The heap's first page: the start of its slot, fixed at build time. */
+#define SPAN_BASE ((uintptr_t)HAK_SPAN_SLOT << HAK_REGION_SHIFT)
+
 static struct {
   hak_lock_t lock;
   _Atomic bool opened;
-  uintptr_t base;
   struct span_page *page;   /* HAK_SPAN_PAGES entries, touched as used      */
   _Atomic uint32_t top;     /* pages in runs                                */
   uint32_t mapped;          /* pages mapped                                 */
@@ -175,7 +177,6 @@ static bool span_check_room(void) {
 static bool span_open(void) {
   if (atomic_load_explicit(&span.opened, memory_order_relaxed)) return true;
   HAK_ASSERT(span_check_room());
-  span.base = (uintptr_t)HAK_SPAN_SLOT << HAK_REGION_SHIFT;
   span.page = _hak_os_map((size_t)HAK_SPAN_PAGES * sizeof *span.page);
   if (!span.page) return false;
   for (unsigned b = 0; b < SPAN_BUCKETS; b++) span.bucket[b] = SPAN_NONE;
@@ -191,7 +192,7 @@ static bool span_map_to(uint32_t end) {
   bytes -= bytes % SPAN_GROW;
   uint64_t room = (uint64_t)(HAK_SPAN_PAGES - span.mapped) << HAK_SPAN_PAGE_SHIFT;
   if (bytes > room) bytes = room;
-  uintptr_t at = span.base + ((uintptr_t)span.mapped << HAK_SPAN_PAGE_SHIFT);
+  uintptr_t at = SPAN_BASE + ((uintptr_t)span.mapped << HAK_SPAN_PAGE_SHIFT);
   if (!_hak_os_map_at(at, bytes) &&
       !(errno == ENOMEM && _hak_large_trim() && _hak_os_map_at(at, bytes))) return false;
   span.mapped += (uint32_t)(bytes >> HAK_SPAN_PAGE_SHIFT);
@@ -285,7 +286,7 @@ static uint32_t class_pages(unsigned c) {
 }
 
 static uintptr_t block_at(uint32_t i) {
-  return span.base + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT) + (i % HAK_SPAN_COLORS) * HAK_SPAN_COLOR_STEP;
+  return SPAN_BASE + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT) + (i % HAK_SPAN_COLORS) * HAK_SPAN_COLOR_STEP;
 }
 
 /* Up to max blocks of span class c as a list linked through word 0, each with
@@ -319,7 +320,7 @@ void _hak_span_return(unsigned c, void *chain) {
   hak_lock(&span.lock);
   for (void **b = chain, **next; b; b = next, n++) {
     next = b[0];
-    uint32_t i = (uint32_t)(((uintptr_t)b - span.base) >> HAK_SPAN_PAGE_SHIFT);
+    uint32_t i = (uint32_t)(((uintptr_t)b - SPAN_BASE) >> HAK_SPAN_PAGE_SHIFT);
     HAK_ASSERT((uintptr_t)b == block_at(i) && span.page[i].state == SPAN_USED && *front_of(i) == HAK_FRONT(c));
     run_free(i, now);
   }
@@ -330,7 +331,7 @@ void _hak_span_return(unsigned c, void *chain) {
 
 /* The page of a within the heap's runs (racy; for checks and messages). */
 static bool page_of(uintptr_t a, uint32_t *i) {
-  uintptr_t off = a - span.base;
+  uintptr_t off = a - SPAN_BASE;
   if (!atomic_load_explicit(&span.opened, memory_order_acquire) ||
       off >= (uintptr_t)atomic_load_explicit(&span.top, memory_order_acquire) << HAK_SPAN_PAGE_SHIFT)
     return false;
@@ -390,7 +391,7 @@ static void span_unmap_top(void) {
   if (span.mapped > top) {                  /* their page table and front entries (all 0) */
     purge_entries(&span.page[top], &span.page[span.mapped]);
     purge_entries(front_of(top) - top % HAK_SPAN_COLORS, front_of(span.mapped) - span.mapped % HAK_SPAN_COLORS);
-    _hak_os_unmap((void *)(span.base + ((uintptr_t)top << HAK_SPAN_PAGE_SHIFT)), (size_t)(span.mapped - top) << HAK_SPAN_PAGE_SHIFT);
+    _hak_os_unmap((void *)(SPAN_BASE + ((uintptr_t)top << HAK_SPAN_PAGE_SHIFT)), (size_t)(span.mapped - top) << HAK_SPAN_PAGE_SHIFT);
     _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak,
                    -((int64_t)(span.mapped - top) << HAK_SPAN_PAGE_SHIFT));
     span.mapped = top;
@@ -407,7 +408,7 @@ size_t _hak_span_purge(bool force) {
     for (uint32_t i = span.bucket[b]; i != SPAN_NONE; i = span.page[i].next) {
       struct span_page *e = &span.page[i];
       if (!e->dirty || (!force && now - e->freed_ms < delay)) continue;
-      _hak_os_purge((void *)(span.base + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT)), (size_t)e->len << HAK_SPAN_PAGE_SHIFT);
+      _hak_os_purge((void *)(SPAN_BASE + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT)), (size_t)e->len << HAK_SPAN_PAGE_SHIFT);
       released += (size_t)e->len << HAK_SPAN_PAGE_SHIFT;
       e->dirty = 0;
     }
