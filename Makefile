@@ -53,7 +53,10 @@ LIB_SRCS := src/os.c src/region.c src/slab.c src/front.c src/mid.c src/large.c \
 ifeq ($(OVERRIDE),1)
   LIB_SRCS += src/override.c
 endif
+# The shared library's objects are built apart from the static library's: the
+# free key differs (hakmem_internal.h, HAK_FREE_KEY).
 LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
+SO_OBJS  := $(LIB_SRCS:src/%.c=$(BUILD)/obj-so/%.o)
 LIB_HDRS := include/hakmem.h $(wildcard src/*.h)
 
 .PHONY: all lib test test-sanitizers bench install clean tests benches
@@ -63,9 +66,12 @@ lib: $(BUILD)/libhakmem.so $(BUILD)/libhakmem.a
 $(BUILD)/obj/%.o: src/%.c $(LIB_HDRS) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_LIB) -c $< -o $@
+$(BUILD)/obj-so/%.o: src/%.c $(LIB_HDRS) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_LIB) -DHAK_SHARED_LIB=1 -c $< -o $@
 
-$(BUILD)/libhakmem.so: $(LIB_OBJS)
-	$(CC) -shared -o $@ $(LIB_OBJS) $(SANFLAGS) -Wl,-z,nodelete -lpthread
+$(BUILD)/libhakmem.so: $(SO_OBJS)
+	$(CC) -shared -o $@ $(SO_OBJS) $(SANFLAGS) -Wl,-z,nodelete -lpthread
 $(BUILD)/libhakmem.a: $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $(LIB_OBJS)

@@ -49,6 +49,9 @@
 #ifndef HAK_FAST_STATS
 #define HAK_FAST_STATS 0
 #endif
+#ifndef HAK_SHARED_LIB                 /* 1: compiled for libhakmem.so (the Makefile) */
+#define HAK_SHARED_LIB 0
+#endif
 #ifndef POOL_L2_RING_CAP
 #define POOL_L2_RING_CAP 128
 #endif
@@ -94,16 +97,37 @@ struct hak_class {
 extern struct hak_class _hak_classes[HAK_NCLS];
 /* Thread fronts are indexed by front slot: class + 1. Slot 0 holds no
  * blocks, ever: its list is empty and it has no credit. */
+/* The thread front's accesses of the two inline paths, written for x86-64 by
+ * hand where GCC 12 spends one more instruction each (a register move; an
+ * address computed apart from the access; the TLS base malloc would load);
+ * C elsewhere and under ThreadSanitizer. */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#define HAK_TLS_ASM 1
+#else
+#define HAK_TLS_ASM 0
+#endif
 #define HAK_FRONT(c)     ((c) + 1)
 #define HAK_NFRONT       (HAK_NCLS + 1)
-/* The front slot of every size n up to HAK_TABLE_MAX (every class size),
- * indexed by n itself: the sizes the inline malloc serves. 0 until the slow
- * path writes the table's page that holds n (_hak_class_of_size), so the
- * inline malloc of a size not seen before finds slot 0's empty list and
- * takes the slow path; only the pages of sizes a program uses become
- * resident (one for every size below 4 KiB, one per 4 KiB of sizes above). */
+/* The list of every size n up to HAK_TABLE_MAX (every class size), indexed
+ * by n itself: the sizes the inline malloc serves. An entry is
+ * hak_size_entry(f), f the size's front slot; 0 until the slow path writes
+ * the table's page that holds n (_hak_class_of_size), and entry 0 reads an
+ * empty list, so the inline malloc of a size not seen before takes the slow
+ * path; only the pages of sizes a program uses become resident. */
 #define HAK_TABLE_MAX    HAK_MID_MAX
-extern uint8_t _hak_front_of_size[HAK_TABLE_MAX + 1];
+#if HAK_TLS_ASM
+/* x86-64: the %fs offset of the list's head less HAK_TCB_ZERO, so that
+ * malloc needs no TLS base: %fs:HAK_TCB_ZERO(entry) is the head. Entry 0
+ * reads %fs:HAK_TCB_ZERO, a word of glibc's thread control block that reads
+ * 0 in every thread (tcbhead_t's __glibc_unused2, kept for its size and never
+ * written); _hak_size_table_init checks that and writes the whole table
+ * at once where it does not. */
+#define HAK_TCB_ZERO     0x80
+typedef int32_t hak_size_entry_t;
+#else
+typedef uint8_t hak_size_entry_t;      /* the front slot itself */
+#endif
+extern hak_size_entry_t _hak_front_of_size[HAK_TABLE_MAX + 1];
 /* Blocks of 4 KiB and more get HAK_COLOR_PAD bytes more than their class's
  * round size (slab.c says why). */
 #ifndef HAK_COLOR_PAD
@@ -153,10 +177,22 @@ struct hak_map {
 };
 extern struct hak_map _hak_map;
 
-/* Word 1 of a block on a free list or in a cache holds HAK_FREE_KEY: a
- * random 64-bit value, never 0, set at initialization (thread.c). */
+/* Word 1 of a block on a free list or in a cache holds HAK_FREE_KEY, a
+ * value no program holds. In the shared library (HAK_SHARED_LIB, set by the
+ * Makefile) it is the address of the map, which the inline free has in a
+ * register already: libhakmem.so always lies at an address the kernel
+ * chose, and the map is hidden, so no block holds it but by hakmem. The
+ * static library may be linked into a program at a fixed address (a
+ * non-PIE executable), where the map's address is a small constant that a
+ * count or a size in a block could equal; there it is a random 64-bit value,
+ * never 0, set at initialization (thread.c). */
+#if HAK_SHARED_LIB
+#define HAK_FREE_KEY ((void *)&_hak_map)
+#else
 extern uint64_t _hak_free_key;
 #define HAK_FREE_KEY ((void *)_hak_free_key)
+#endif
+
 
 /* ---- slabs --------------------------------------------------------------- */
 /* One slab: a run of blocks of one class, owned by at most one heap.
@@ -345,7 +381,7 @@ extern struct hak_gauges _hak_gauges;
  * credit[0] == 0 always. */
 struct hak_tls {
   void *head[HAK_NFRONT];
-  int32_t credit[HAK_NFRONT];
+  int64_t credit[HAK_NFRONT];        /* 8 bytes: credit[f] lies a constant past head[f] */
   struct hak_heap *heap;             /* NULL until the thread's first slow path */
   bool exited;                       /* its heap was flushed at thread exit     */
 };
@@ -356,6 +392,21 @@ extern __thread struct hak_tls _hak_tls __attribute__((tls_model("initial-exec")
 /* A dlopen()ed libhakmem gets its initial-exec TLS from the few hundred bytes
  * glibc keeps spare for that (test_foreign.sh does it). */
 _Static_assert(sizeof(struct hak_tls) <= 1024, "keep the thread front's TLS small");
+
+/* Table entries (hak_size_entry_t) from front slots and back. */
+#if HAK_TLS_ASM
+HAK_FAST hak_size_entry_t hak_size_entry(unsigned f) {
+  uintptr_t tp;
+  __asm__("movq %%fs:0, %0" : "=r"(tp));      /* the thread pointer: %fs:0 holds it */
+  return (hak_size_entry_t)((uintptr_t)&_hak_tls.head[f] - tp - HAK_TCB_ZERO);
+}
+HAK_FAST unsigned hak_entry_front(intptr_t e) {
+  return (unsigned)((e - hak_size_entry(0)) / (intptr_t)sizeof(void *));
+}
+#else
+HAK_FAST hak_size_entry_t hak_size_entry(unsigned f) { return (hak_size_entry_t)f; }
+HAK_FAST unsigned hak_entry_front(intptr_t e) { return (unsigned)e; }
+#endif
 
 #define HAK_WARM_MAX 32                /* build maximum of the warm pool cap    */
 #define HAK_ONE_WAY_CAP 64u            /* blocks a list used one way may hold   */
@@ -424,6 +475,7 @@ void   _hak_region_prune_hot(struct hak_pool *pool);         /* pool lock held *
 
 /* ---- slab.c ---------------------------------------------------------------- */
 void     _hak_classes_init(void);
+void     _hak_size_table_init(void);       /* after the classes */
 unsigned _hak_class_of_size(size_t n);               /* n <= HAK_MID_MAX      */
 int      _hak_class_for_aligned(size_t n, size_t align); /* -1: none          */
 unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain);
@@ -594,26 +646,7 @@ HAK_FAST int hak_block_class(const void *p) {
   return hak_map_is_block((uintptr_t)p, &slot) ? (int)hak_map_class(slot) : -1;
 }
 
-/* The thread front's accesses of the two inline paths, written for x86-64 by
- * hand where GCC 12 spends one more instruction each (a register move; an
- * address computed apart from the access); C elsewhere and under
- * ThreadSanitizer. */
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-#define HAK_TLS_ASM 1
-#else
-#define HAK_TLS_ASM 0
-#endif
 
-/* The head of list f, loaded into the register malloc returns in. */
-HAK_FAST void **hak_head_load(uintptr_t f) {
-#if HAK_TLS_ASM
-  void **b;
-  __asm__("movq %1, %0" : "=a"(b) : "m"(_hak_tls.head[f]));
-  return b;
-#else
-  return (void **)_hak_tls.head[f];
-#endif
-}
 
 /* Pushes b on list s - HAK_HOME_BASE (s: a home slot, so s >= HAK_HOME_BASE)
  * when the list has credit, taking one; false when it has none (its credit
@@ -622,13 +655,13 @@ HAK_FAST bool hak_home_push(uintptr_t s, void **b) {
 #if HAK_TLS_ASM
   void *tp, *old;
   __asm__ goto("movq _hak_tls@gottpoff(%%rip), %[tp]\n\t"
-               "subl $1, %%fs:%c[credit](%[tp],%[s],4)\n\t"
+               "subq $1, %%fs:%c[credit](%[tp],%[s],8)\n\t"
                "js %l[none]\n\t"
                "movq %%fs:%c[head](%[tp],%[s],8), %[old]\n\t"
                "movq %[b], %%fs:%c[head](%[tp],%[s],8)"
                : [tp] "=&r"(tp), [old] "=&r"(old)
                : [s] "r"(s), [b] "r"(b),
-                 [credit] "i"((long)offsetof(struct hak_tls, credit) - 4L * HAK_HOME_BASE),
+                 [credit] "i"((long)offsetof(struct hak_tls, credit) - 8L * HAK_HOME_BASE),
                  [head] "i"((long)offsetof(struct hak_tls, head) - 8L * HAK_HOME_BASE)
                : "cc", "memory" : none);
   (void)tp;
@@ -645,15 +678,29 @@ none:
 #endif
 }
 
-/* Pops the thread front's list of front slot f; NULL when it is empty. */
-HAK_FAST void *hak_list_pop(uintptr_t f) {
-  void **b = hak_head_load(f);
+/* Pops the thread front's list whose table entry is e (hak_size_entry_t);
+ * NULL when it is empty. */
+HAK_FAST void *hak_list_pop(intptr_t e) {
+#if HAK_TLS_ASM
+  void **b;
+  __asm__ volatile("movq %%fs:%c[z](%[e]), %[b]" : [b] "=a"(b) : [e] "r"(e), [z] "i"(HAK_TCB_ZERO) : "memory");
+  if (HAK_LIKELY(b != NULL)) {
+    __asm__ volatile("movq %[next], %%fs:%c[z](%[e])\n\t"
+            "addq $1, %%fs:%c[credit](%[e])"
+            :
+            : [e] "r"(e), [next] "r"(b[0]), [z] "i"(HAK_TCB_ZERO),
+              [credit] "i"(HAK_TCB_ZERO + (long)offsetof(struct hak_tls, credit) - (long)offsetof(struct hak_tls, head))
+            : "cc", "memory");
+#else
+  uintptr_t f = (uintptr_t)e;
+  void **b = (void **)_hak_tls.head[f];
   if (HAK_LIKELY(b != NULL)) {
     _hak_tls.head[f] = b[0];
     _hak_tls.credit[f]++;
+#endif
     b[1] = NULL;                              /* not free any more */
 #if HAK_FAST_STATS
-    _hak_tls.heap->stats.hits[f - 1]++;       /* a list holds blocks only once the heap exists */
+    _hak_tls.heap->stats.hits[hak_entry_front(e) - 1]++;   /* a list holds blocks only once the heap exists */
 #endif
   }
   return b;

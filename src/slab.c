@@ -6,7 +6,7 @@
 #include "hakmem_internal.h"
 
 struct hak_class _hak_classes[HAK_NCLS];
-uint8_t _hak_front_of_size[HAK_TABLE_MAX + 1];
+hak_size_entry_t _hak_front_of_size[HAK_TABLE_MAX + 1];
 struct hak_pool _hak_pools[HAK_NCLS];
 
 /* Block sizes: four classes per doubling (at most 25% apart), plus the L2
@@ -93,20 +93,32 @@ static void front_of_size_fill(size_t n) {
   unsigned c = 0;
   for (size_t m = first; m <= last; m++) {
     while (_hak_classes[c].size < m) c++;
-    __atomic_store_n(&_hak_front_of_size[m], (uint8_t)HAK_FRONT(c), __ATOMIC_RELAXED);
+    __atomic_store_n(&_hak_front_of_size[m], hak_size_entry(HAK_FRONT(c)), __ATOMIC_RELAXED);
   }
+}
+
+/* Where entry 0 would not read an empty list (the TCB word is not 0: a C
+ * library that uses it), the whole table is written now, once. */
+void _hak_size_table_init(void) {
+#if HAK_TLS_ASM
+  uint64_t word;
+  __asm__ volatile("movq %%fs:%c1, %0" : "=r"(word) : "i"(HAK_TCB_ZERO));
+  if (word == 0) return;
+  size_t per_page = HAK_PAGE / sizeof _hak_front_of_size[0];
+  for (size_t n = 0; n <= HAK_TABLE_MAX; n += per_page) front_of_size_fill(n);
+#endif
 }
 
 /* Initializes hakmem first: a malloc can come before any constructor, and
  * the class tables are written by the initialization. */
 unsigned _hak_class_of_size(size_t n) {
   _hak_init();
-  unsigned f = __atomic_load_n(&_hak_front_of_size[n], __ATOMIC_RELAXED);
-  if (HAK_UNLIKELY(f == 0)) {
+  hak_size_entry_t e = __atomic_load_n(&_hak_front_of_size[n], __ATOMIC_RELAXED);
+  if (HAK_UNLIKELY(e == 0)) {
     front_of_size_fill(n);
-    f = __atomic_load_n(&_hak_front_of_size[n], __ATOMIC_RELAXED);   /* others may be filling it too */
+    e = __atomic_load_n(&_hak_front_of_size[n], __ATOMIC_RELAXED);   /* others may be filling it too */
   }
-  return f - 1;
+  return hak_entry_front(e) - 1;
 }
 
 /* The smallest class whose blocks hold n bytes and all start at a multiple

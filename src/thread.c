@@ -9,7 +9,9 @@
 #include <sys/auxv.h>
 
 __thread struct hak_tls _hak_tls __attribute__((tls_model("initial-exec")));
+#if !HAK_SHARED_LIB
 uint64_t _hak_free_key;
+#endif
 
 static pthread_key_t heap_key;
 static _Atomic int init_state;                 /* 0 no, 1 running, 2 done */
@@ -21,8 +23,10 @@ static void fork_prepare(void);
 static void fork_parent(void);
 static void fork_child(void);
 
-/* The free key marks blocks that are free (word 1). It must be unknowable to
- * the program: the kernel's AT_RANDOM bytes, mixed with an address. */
+#if !HAK_SHARED_LIB
+/* The free key of the static library marks blocks that are free (word 1).
+ * It must be unknowable to the program: the kernel's AT_RANDOM bytes, mixed
+ * with an address. */
 static uint64_t make_free_key(void) {
   uint64_t k = (uint64_t)(uintptr_t)&heap_key * 0x9E3779B97F4A7C15ull;
   const unsigned char *rnd = (const unsigned char *)getauxval(AT_RANDOM);
@@ -30,6 +34,7 @@ static uint64_t make_free_key(void) {
   k ^= _hak_os_now_ns() * 0xBF58476D1CE4E5B9ull;
   return k | 1;                                /* never 0 (NULL) */
 }
+#endif
 
 bool _hak_initialized(void) { return atomic_load_explicit(&init_state, memory_order_acquire) == 2; }
 
@@ -43,9 +48,12 @@ void _hak_init(void) {
     return;
   }
   _hak_classes_init();
+  _hak_size_table_init();
   _hak_options_init();
   _hak_front_init();
+#if !HAK_SHARED_LIB
   _hak_free_key = make_free_key();
+#endif
   pthread_key_create(&heap_key, thread_exit);
   atomic_store_explicit(&init_state, 2, memory_order_release);
   pthread_atfork(fork_prepare, fork_parent, fork_child);

@@ -83,7 +83,7 @@ static void check_lookup(void) {
     uint32_t size = _hak_classes[c].size;
     bool smallest = c == 0 || _hak_classes[c - 1].size < n;
     bool tight = n < 64 || size * 4 <= n * 5;        /* at most 25% larger */
-    bool table = n > HAK_TABLE_MAX || _hak_front_of_size[n] == HAK_FRONT(c);  /* what the inline malloc reads */
+    bool table = n > HAK_TABLE_MAX || _hak_front_of_size[n] == hak_size_entry(HAK_FRONT(c));  /* what the inline malloc reads */
     if (size < n || !smallest || !tight || !table) {
       if (bad++ < 5) fprintf(stderr, "n=%zu -> C%u (%u B)\n", n, c, size);
     }
