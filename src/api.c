@@ -176,6 +176,7 @@ HAK_API int hak_malloc_trim(size_t pad) {
   struct hak_heap *h = _hak_tls.heap;
   if (h) _hak_heap_flush(h);
   size_t released = _hak_slab_purge(true) + _hak_span_purge(true) + _hak_large_trim();
+  _hak_size_table_release();
   return released > 0;
 }
 

@@ -456,6 +456,7 @@ void  *_hak_os_map_at(uintptr_t addr, size_t bytes); /* exactly there or NULL */
 void  *_hak_os_map_aligned(size_t bytes, size_t align);
 void   _hak_os_unmap(void *p, size_t bytes);
 void   _hak_os_purge(void *p, size_t bytes);     /* give pages back, keep range */
+void   _hak_os_zero(void *p, size_t bytes);      /* the same for a table: reads 0 again */
 void  *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes);
 void  *_hak_os_meta_alloc(size_t bytes);          /* zeroed, never freed      */
 uint64_t _hak_os_now_ns(void);
@@ -476,6 +477,7 @@ void   _hak_region_prune_hot(struct hak_pool *pool);         /* pool lock held *
 /* ---- slab.c ---------------------------------------------------------------- */
 void     _hak_classes_init(void);
 void     _hak_size_table_init(void);       /* after the classes */
+void     _hak_size_table_release(void);    /* malloc_trim */
 unsigned _hak_class_of_size(size_t n);               /* n <= HAK_MID_MAX      */
 int      _hak_class_for_aligned(size_t n, size_t align); /* -1: none          */
 unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain);

@@ -53,6 +53,12 @@ void _hak_os_purge(void *p, size_t bytes) {
   atomic_fetch_add_explicit(&_hak_gauges.purge_calls, 1, memory_order_relaxed);
 }
 
+/* Private pages back to the OS; they read 0 again (tables, not blocks: no
+ * gauges). */
+void _hak_os_zero(void *p, size_t bytes) {
+  if (bytes) madvise(p, bytes, MADV_DONTNEED);
+}
+
 void *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes) {
   void *q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
   return q == MAP_FAILED ? NULL : q;

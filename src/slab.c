@@ -6,7 +6,8 @@
 #include "hakmem_internal.h"
 
 struct hak_class _hak_classes[HAK_NCLS];
-hak_size_entry_t _hak_front_of_size[HAK_TABLE_MAX + 1];
+_Alignas(HAK_PAGE) hak_size_entry_t _hak_front_of_size[HAK_TABLE_MAX + 1];
+static bool size_table_whole;           /* written whole at start: never released */
 struct hak_pool _hak_pools[HAK_NCLS];
 
 /* Block sizes: four classes per doubling (at most 25% apart), plus the L2
@@ -106,7 +107,17 @@ void _hak_size_table_init(void) {
   if (word == 0) return;
   size_t per_page = HAK_PAGE / sizeof _hak_front_of_size[0];
   for (size_t n = 0; n <= HAK_TABLE_MAX; n += per_page) front_of_size_fill(n);
+  size_table_whole = true;
 #endif
+}
+
+/* malloc_trim: the table's pages go back to the OS and read 0 again (a
+ * malloc that reads an entry meanwhile finds it written or 0; either is
+ * right), to be written anew by the sizes the program still uses. The
+ * table's last entry, alone on a page it shares with other data, stays. */
+void _hak_size_table_release(void) {
+  size_t whole_pages = sizeof _hak_front_of_size / HAK_PAGE * HAK_PAGE;   /* not the page after it */
+  if (!size_table_whole) _hak_os_zero(_hak_front_of_size, whole_pages);
 }
 
 /* Initializes hakmem first: a malloc can come before any constructor, and

@@ -7,6 +7,7 @@
 #include "testing.h"
 
 #include <pthread.h>
+#include "hakmem.h"
 #include "hakmem_internal.h"
 
 static void check_geometry(void) {
@@ -89,6 +90,22 @@ static void check_lookup(void) {
     }
   }
   CHECKF(bad == 0, "%u sizes map to a wrong class", bad);
+}
+
+/* malloc_trim gives the table's pages back (they read 0 again, the last
+ * entry's page aside) and malloc writes them anew. After check_lookup, every
+ * entry is written. */
+static void check_table_release(void) {
+  CHECK(hak_malloc_trim(0) >= 0);
+  size_t written = 0, last_page = HAK_TABLE_MAX / (HAK_PAGE / sizeof _hak_front_of_size[0]) * (HAK_PAGE / sizeof _hak_front_of_size[0]);
+  for (size_t n = 0; n < last_page; n++) written += _hak_front_of_size[n] != 0;
+  CHECKF(written == 0, "%zu entries still written after malloc_trim", written);
+  void *p = hak_malloc(1000);
+  CHECK(p != NULL);
+  hak_free(p);
+  unsigned c = _hak_class_of_size(1000);
+  CHECK(_hak_front_of_size[1000] == hak_size_entry(HAK_FRONT(c)));
+  CHECK(_hak_front_of_size[9000] == 0);          /* another page: not written */
 }
 
 static void check_aligned(void) {
@@ -222,6 +239,7 @@ int main(void) {
   check_geometry();
   check_divisibility();
   check_lookup();
+  check_table_release();
   check_aligned();
   TEST_END();
 }
