@@ -95,8 +95,6 @@ struct hak_class {
   uint8_t  tier;          /* enum hak_tier                                     */
 };
 extern struct hak_class _hak_classes[HAK_NCLS];
-/* Thread fronts are indexed by front slot: class + 1. Slot 0 holds no
- * blocks, ever: its list is empty and it has no credit. */
 /* The thread front's accesses of the two inline paths, written for x86-64 by
  * hand where GCC 12 spends one more instruction each (a register move; an
  * address computed apart from the access; the TLS base malloc would load);
@@ -106,6 +104,8 @@ extern struct hak_class _hak_classes[HAK_NCLS];
 #else
 #define HAK_TLS_ASM 0
 #endif
+/* Thread fronts are indexed by front slot: class + 1. Slot 0 holds no
+ * blocks, ever: its list is empty and it has no credit. */
 #define HAK_FRONT(c)     ((c) + 1)
 #define HAK_NFRONT       (HAK_NCLS + 1)
 /* The list of every size n up to HAK_TABLE_MAX (every class size), indexed
@@ -192,7 +192,6 @@ extern struct hak_map _hak_map;
 extern uint64_t _hak_free_key;
 #define HAK_FREE_KEY ((void *)_hak_free_key)
 #endif
-
 
 /* ---- slabs --------------------------------------------------------------- */
 /* One slab: a run of blocks of one class, owned by at most one heap.
@@ -647,8 +646,6 @@ HAK_FAST int hak_block_class(const void *p) {
   uintptr_t slot;
   return hak_map_is_block((uintptr_t)p, &slot) ? (int)hak_map_class(slot) : -1;
 }
-
-
 
 /* Pushes b on list s - HAK_HOME_BASE (s: a home slot, so s >= HAK_HOME_BASE)
  * when the list has credit, taking one; false when it has none (its credit
