@@ -402,6 +402,12 @@ HAK_FAST hak_size_entry_t hak_size_entry(unsigned f) {
 HAK_FAST unsigned hak_entry_front(intptr_t e) {
   return (unsigned)((e - hak_size_entry(0)) / (intptr_t)sizeof(void *));
 }
+/* The TCB word that entry 0 reads (_hak_size_table_init checks it). */
+HAK_FAST uint64_t hak_tcb_zero_word(void) {
+  uint64_t w;
+  __asm__ volatile("movq %%fs:%c1, %0" : "=r"(w) : "i"(HAK_TCB_ZERO));
+  return w;
+}
 #else
 HAK_FAST hak_size_entry_t hak_size_entry(unsigned f) { return (hak_size_entry_t)f; }
 HAK_FAST unsigned hak_entry_front(intptr_t e) { return (unsigned)e; }
@@ -726,8 +732,9 @@ HAK_FAST int hak_span_push(void *p, unsigned *f) {
 }
 
 /* HAK_FAST malloc: pop the thread front's list of the class. One branch
- * besides the size test (a size whose table entry is not written yet pops
- * slot 0, which is empty); everything else is _hak_malloc_slow. */
+ * besides the size test (a size whose table entry is not written yet finds
+ * an empty list: the TCB word on x86-64, slot 0 elsewhere); everything else
+ * is _hak_malloc_slow. */
 HAK_FAST void *hak_malloc_inline(size_t n) {
   if (HAK_LIKELY(n <= HAK_TABLE_MAX)) {
     void *b = hak_list_pop(HAK_RACY_LOAD(_hak_front_of_size[n]));

@@ -373,7 +373,7 @@ bool _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
 static void purge_entries(const void *from, const void *to) {
   uintptr_t a = ((uintptr_t)from + HAK_PAGE - 1) & ~(uintptr_t)(HAK_PAGE - 1);
   uintptr_t b = ((uintptr_t)to + HAK_PAGE - 1) & ~(uintptr_t)(HAK_PAGE - 1);
-  if (b > a) _hak_os_purge((void *)a, b - a);
+  if (b > a) _hak_os_zero((void *)a, b - a);
 }
 
 /* A purged free run at the top goes back to the OS with its address space

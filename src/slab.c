@@ -102,9 +102,7 @@ static void front_of_size_fill(size_t n) {
  * library that uses it), the whole table is written now, once. */
 void _hak_size_table_init(void) {
 #if HAK_TLS_ASM
-  uint64_t word;
-  __asm__ volatile("movq %%fs:%c1, %0" : "=r"(word) : "i"(HAK_TCB_ZERO));
-  if (word == 0) return;
+  if (hak_tcb_zero_word() == 0) return;
   size_t per_page = HAK_PAGE / sizeof _hak_front_of_size[0];
   for (size_t n = 0; n <= HAK_TABLE_MAX; n += per_page) front_of_size_fill(n);
   size_table_whole = true;

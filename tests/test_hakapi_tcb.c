@@ -16,11 +16,6 @@
 static _Alignas(16) void *decoy[2];
 static int initialized_before;
 
-static uint64_t tcb_word(void) {
-  uint64_t w;
-  __asm__ volatile("movq %%fs:%c1, %0" : "=r"(w) : "i"(HAK_TCB_ZERO));
-  return w;
-}
 static void tcb_word_set(uint64_t w) {
   __asm__ volatile("movq %0, %%fs:%c1" : : "r"(w), "i"(HAK_TCB_ZERO) : "memory");
 }
@@ -32,14 +27,14 @@ __attribute__((constructor(101))) static void poison(void) {
 
 static void *read_word(void *arg) {
   (void)arg;
-  return (void *)(uintptr_t)tcb_word();
+  return (void *)(uintptr_t)hak_tcb_zero_word();
 }
 #endif
 
 int main(void) {
 #if HAK_TLS_ASM
   CHECKF(!initialized_before, "hakmem was initialized before the test's constructor: nothing tested");
-  CHECK(tcb_word() == (uint64_t)(uintptr_t)decoy);
+  CHECK(hak_tcb_zero_word() == (uint64_t)(uintptr_t)decoy);
   pthread_t t;
   void *word = decoy;
   CHECK(pthread_create(&t, NULL, read_word, NULL) == 0);
