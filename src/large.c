@@ -9,6 +9,7 @@
 
 #include <errno.h>
 
+/* A live block or a cached range: bytes is a multiple of the page, never 0. */
 struct large_entry { uintptr_t addr; size_t bytes; uint32_t freed_ms; };
 
 /* Live blocks: open addressing, linear probing, backward-shift deletion. */
@@ -50,6 +51,7 @@ static bool table_grow(void) {
 }
 
 static bool table_insert(uintptr_t addr, size_t bytes) {
+  HAK_ASSERT(bytes >= HAK_PAGE && bytes % HAK_PAGE == 0);   /* 0 would read as "not ours" */
   if ((table_count + 1) * 2 > table_cap && !table_grow()) return false;
   size_t i = slot_of(addr, table_cap);
   while (table[i].addr) i = (i + 1) & (table_cap - 1);
@@ -139,9 +141,12 @@ static void cache_put(uintptr_t addr, size_t bytes) {
   atomic_fetch_add(&_hak_gauges.bytes_large_cached, (int64_t)bytes);
 }
 
+/* A block has at least one page, also for n == 0 (a zero-size aligned
+ * request): a block of 0 bytes would read as "not ours" (_hak_large_usable)
+ * and its range would stay in the cache, to be handed out again. */
 void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   if (align < HAK_PAGE) align = HAK_PAGE;
-  size_t bytes = (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1);
+  size_t bytes = n ? (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1) : HAK_PAGE;
   if (bytes < n || bytes > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   struct large_entry e;
   hak_lock(&large_lock);
