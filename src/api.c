@@ -15,8 +15,8 @@ static void *route_alloc(size_t n) {
 
 /* HAK_SLOW: every malloc the inline path could not serve. Out of memory,
  * it gives back what it caches and tries once more. */
-void *_hak_malloc_slow(size_t n) {
-  struct hak_heap *h = _hak_tls.heap;
+void *_hak_api_malloc_slow(size_t n) {
+  struct hak_heap *h = _hak_thread_tls.heap;
   if (h) h->stats.malloc_slow++;
   _hak_purge_tick();
   if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
@@ -45,7 +45,7 @@ void _hak_free_front(void *p) {
 /* Every free neither the inline path nor hak_span_push could take. */
 static __attribute__((noinline)) void free_other(void *p, const char *call) {
   if (!p) return;
-  struct hak_heap *h = _hak_tls.heap;
+  struct hak_heap *h = _hak_thread_tls.heap;
   if (h) h->stats.free_slow++;
   int c = live_class(p, call);
   if (c >= 0) {
@@ -59,7 +59,7 @@ static __attribute__((noinline)) void free_other(void *p, const char *call) {
 
 /* HAK_SLOW: every free the inline path could not take; span blocks first
  * (their slot's map entry sends every one of them here). */
-void _hak_free_slow(void *p, const char *call) {
+void _hak_api_free_slow(void *p, const char *call) {
   unsigned f;
   int pushed = hak_span_push(p, &f);
   if (HAK_LIKELY(pushed > 0)) return;
@@ -94,7 +94,7 @@ HAK_API size_t hak_malloc_usable_size(const void *p) {
 /* glibc's realloc(p, 0) frees p and returns NULL. */
 HAK_API void *hak_realloc(void *p, size_t n) {
   if (!p) return hak_malloc(n);
-  if (n == 0) { _hak_free_slow(p, "realloc"); return NULL; }
+  if (n == 0) { _hak_api_free_slow(p, "realloc"); return NULL; }
   if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   size_t old;
   int c = live_class(p, "realloc");
@@ -110,7 +110,7 @@ HAK_API void *hak_realloc(void *p, size_t n) {
   void *q = hak_malloc(n);
   if (!q) return NULL;
   memcpy(q, p, old < n ? old : n);
-  _hak_free_slow(p, "realloc");
+  _hak_api_free_slow(p, "realloc");
   return q;
 }
 
@@ -173,10 +173,10 @@ HAK_API void hak_free_aligned_sized(void *p, size_t align, size_t n) {
  * SuperSlabs and cached Large mappings go back to the OS. */
 HAK_API int hak_malloc_trim(size_t pad) {
   (void)pad;
-  struct hak_heap *h = _hak_tls.heap;
-  if (h) _hak_heap_flush(h);
-  size_t released = _hak_slab_purge(true) + _hak_span_purge(true) + _hak_large_trim();
-  _hak_size_table_release();
+  struct hak_heap *h = _hak_thread_tls.heap;
+  if (h) _hak_thread_flush(h);
+  size_t released = _hak_purge_all();
+  _hak_class_table_release();
   return released > 0;
 }
 
@@ -185,11 +185,11 @@ HAK_API void hak_collect(void) { (void)hak_malloc_trim(0); }
 HAK_API struct mallinfo2 hak_mallinfo2(void) {
   struct mallinfo2 mi;
   memset(&mi, 0, sizeof mi);
-  size_t mapped = (size_t)atomic_load(&_hak_gauges.bytes_mapped);
-  size_t in_use = (size_t)atomic_load(&_hak_gauges.bytes_in_use);
+  size_t mapped = (size_t)atomic_load(&_hak_stats_gauges.bytes_mapped);
+  size_t in_use = (size_t)atomic_load(&_hak_stats_gauges.bytes_in_use);
   mi.arena = mapped;
   mi.uordblks = in_use;
   mi.fordblks = mapped > in_use ? mapped - in_use : 0;
-  mi.hblkhd = (size_t)atomic_load(&_hak_gauges.bytes_large);
+  mi.hblkhd = (size_t)atomic_load(&_hak_stats_gauges.bytes_large);
   return mi;
 }

@@ -1,23 +1,38 @@
 /* hakmem internal map: constants, the structures each layer owns, and the
  * cross-file functions grouped by the file that defines them.
  *
- * Layers, bottom up:
- *   os.c       mmap/munmap/madvise, fixed-address mappings, the metadata arena
- *   region.c   class regions, SuperSlabs and the ownership map
- *   slab.c     the slab engine: size classes, slabs, remote frees, the shared
- *              pool (central lists), refill and flush in batches, adoption
- *   front.c    the thread front of every class below Large: per-thread LIFO
- *              free lists with a capacity, refilled and spilled in batches
- *   mid.c      the L2 / L2.5 pools' ring capacities (per pool, per class) and
- *              the span heap: blocks of 40 KiB to 1 MiB as page runs of one
- *              shared slot
- *   large.c    Large blocks (> 1 MiB): one mapping each, a cache of mappings
- *   thread.c   per-thread heaps: creation, exit (flush + abandon), fork, init
- *   options.c  the options table (HAKMEM_* environment)
- *   stats.c    counters: per-thread, merged at thread and process exit
- *   guard.c    bad input: diagnostics, foreign (C library) pointers
- *   api.c      the hak_ API: malloc, free, realloc, aligned forms, ...
- *   override.c the standard names (malloc, free, operator new, ...)
+ * Files, bottom up (each file's cross-file names are _hak_<file>_...):
+ *   os.c        mmap/munmap/madvise, fixed-address mappings, the metadata arena
+ *   class.c     the size classes, their geometry, the size table of malloc
+ *   region.c    the ownership map and the class regions (4 GiB slots) that
+ *               SuperSlabs are mapped into and unmapped from, at the top
+ *   superslab.c the SuperSlab lifecycle (HOT, DRAINING, EMPTY): fresh slabs
+ *               out, empty slabs back, and its purge
+ *   slab.c      one slab: batches out and back, remote frees, detaching and
+ *               adopting; the shared pool of ownerless slabs per class
+ *   refill.c    the refill stages (current slab, warm pool, shared pool,
+ *               fresh slab) and the Tiny warm pool
+ *   front.c     the thread front of every class below Large: per-thread LIFO
+ *               lists with a capacity (Tiny caps, the L2 / L2.5 ring caps),
+ *               refilled and spilled in batches, idle lists released
+ *   span.c      the span heap: blocks of 40 KiB to 1 MiB as page runs of one
+ *               shared slot
+ *   large.c     Large blocks (> 1 MiB): one mapping each, a range cache
+ *   purge.c     when free memory goes back to the OS: SuperSlabs, span heap
+ *               and Large cache, on a clock or forced (malloc_trim)
+ *   thread.c    process init, per-thread heaps (creation, exit: flush and
+ *               abandon), fork handlers
+ *   options.c   the options table (HAKMEM_* environment)
+ *   stats.c     counters (per thread, merged at exit) and gauges; reports
+ *   guard.c     bad pointers: diagnostics, foreign (C library) pointers
+ *   api.c       the hak_ API and the slow paths of malloc and free
+ *   override.c  the standard names (malloc, free, operator new, ...)
+ *
+ * Who owns each mechanism: SuperSlab superslab.c (mapped by region.c);
+ * ownership map region.c; thread front front.c (fast paths below); warm
+ * pool refill.c; remote free slab.c; rings front.c; span heap span.c;
+ * Large large.c; purge purge.c; thread exit thread.c; fork thread.c;
+ * options options.c; stats stats.c; bad pointers guard.c.
  *
  * Fast paths are the static inline functions at the end of this file
  * (HAK_FAST); every rare case goes to one out-of-line slow path per tier
@@ -76,7 +91,7 @@
 
 enum hak_tier { HAK_TIER_TINY, HAK_TIER_L2, HAK_TIER_L25, HAK_TIER_LARGE };
 
-/* Geometry of one size class (slab.c fills it at init; test_sizeclass checks
+/* Geometry of one size class (class.c fills it at init; test_sizeclass checks
  * it). Blocks of a class tile its regions with no gaps: block k of a region
  * is at base + k * size, so "is p one of the first K block starts" is one
  * multiply and one compare (hak_block_test). A slab is slab_blocks blocks, a
@@ -120,16 +135,16 @@ extern struct hak_class _hak_classes[HAK_NCLS];
  * malloc needs no TLS base: %fs:HAK_TCB_ZERO(entry) is the head. Entry 0
  * reads %fs:HAK_TCB_ZERO, a word of glibc's thread control block that reads
  * 0 in every thread (tcbhead_t's __glibc_unused2, kept for its size and never
- * written); _hak_size_table_init checks that and writes the whole table
+ * written); _hak_class_table_init checks that and writes the whole table
  * at once where it does not. */
 #define HAK_TCB_ZERO     0x80
 typedef int32_t hak_size_entry_t;
 #else
 typedef uint8_t hak_size_entry_t;      /* the front slot itself */
 #endif
-extern hak_size_entry_t _hak_front_of_size[HAK_TABLE_MAX + 1];
+extern hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_MAX + 1];
 /* Blocks of 4 KiB and more get HAK_COLOR_PAD bytes more than their class's
- * round size (slab.c says why). */
+ * round size (class.c says why). */
 #ifndef HAK_COLOR_PAD
 #define HAK_COLOR_PAD 256u
 #endif
@@ -175,7 +190,7 @@ struct hak_map {
   uint8_t  front[HAK_REGION_SLOTS];
   struct hak_region *region[HAK_REGION_SLOTS];
 };
-extern struct hak_map _hak_map;
+extern struct hak_map _hak_region_map;
 
 /* Word 1 of a block on a free list or in a cache holds HAK_FREE_KEY, a
  * value no program holds. In the shared library (HAK_SHARED_LIB, set by the
@@ -187,10 +202,10 @@ extern struct hak_map _hak_map;
  * count or a size in a block could equal; there it is a random 64-bit value,
  * never 0, set at initialization (thread.c). */
 #if HAK_SHARED_LIB
-#define HAK_FREE_KEY ((void *)&_hak_map)
+#define HAK_FREE_KEY ((void *)&_hak_region_map)
 #else
-extern uint64_t _hak_free_key;
-#define HAK_FREE_KEY ((void *)_hak_free_key)
+extern uint64_t _hak_thread_free_key;
+#define HAK_FREE_KEY ((void *)_hak_thread_free_key)
 #endif
 
 /* ---- slabs --------------------------------------------------------------- */
@@ -305,7 +320,7 @@ struct hak_pool {
   struct hak_superslab *hot;         /* SuperSlabs with free slabs             */
   struct hak_region *regions;
 } __attribute__((aligned(HAK_CACHELINE)));
-extern struct hak_pool _hak_pools[HAK_NCLS];
+extern struct hak_pool _hak_slab_pools[HAK_NCLS];
 
 /* ---- counters (stats.c) ------------------------------------------------ */
 /* Per-thread counters, declared once here; stats.c generates the merge, the
@@ -365,13 +380,13 @@ struct hak_gauges {
   _Atomic int64_t bytes_reused;      /* released slabs and cached Large ranges handed out again */
   _Atomic int64_t purge_calls;
 };
-extern struct hak_gauges _hak_gauges;
+extern struct hak_gauges _hak_stats_gauges;
 
 /* ---- per-thread state ---------------------------------------------------- */
 /* The hot part, in initial-exec TLS: read by the inline fast paths.
  * The thread front of class c (every class below Large), at f = HAK_FRONT(c):
  * head[f] is a LIFO list of free blocks linked through word 0 (word 1 holds
- * _hak_free_key while free) and credit[f] is how many more blocks it may
+ * _hak_thread_free_key while free) and credit[f] is how many more blocks it may
  * take. Invariants: |head[f]| + credit[f] == heap->cap[c] once the heap
  * exists, outside the moment between a fast free finding no credit and the
  * slow path restoring credit[f] from -1 to 0. Before the heap exists, and
@@ -385,9 +400,9 @@ struct hak_tls {
   bool exited;                       /* its heap was flushed at thread exit     */
 };
 /* The list and the credit of class c, for the slow paths. */
-#define HAK_LIST(c)   (_hak_tls.head[HAK_FRONT(c)])
-#define HAK_CREDIT(c) (_hak_tls.credit[HAK_FRONT(c)])
-extern __thread struct hak_tls _hak_tls __attribute__((tls_model("initial-exec")));
+#define HAK_LIST(c)   (_hak_thread_tls.head[HAK_FRONT(c)])
+#define HAK_CREDIT(c) (_hak_thread_tls.credit[HAK_FRONT(c)])
+extern __thread struct hak_tls _hak_thread_tls __attribute__((tls_model("initial-exec")));
 /* A dlopen()ed libhakmem gets its initial-exec TLS from the few hundred bytes
  * glibc keeps spare for that (test_foreign.sh does it). */
 _Static_assert(sizeof(struct hak_tls) <= 1024, "keep the thread front's TLS small");
@@ -397,12 +412,12 @@ _Static_assert(sizeof(struct hak_tls) <= 1024, "keep the thread front's TLS smal
 HAK_FAST hak_size_entry_t hak_size_entry(unsigned f) {
   uintptr_t tp;
   __asm__("movq %%fs:0, %0" : "=r"(tp));      /* the thread pointer: %fs:0 holds it */
-  return (hak_size_entry_t)((uintptr_t)&_hak_tls.head[f] - tp - HAK_TCB_ZERO);
+  return (hak_size_entry_t)((uintptr_t)&_hak_thread_tls.head[f] - tp - HAK_TCB_ZERO);
 }
 HAK_FAST unsigned hak_entry_front(intptr_t e) {
   return (unsigned)((e - hak_size_entry(0)) / (intptr_t)sizeof(void *));
 }
-/* The TCB word that entry 0 reads (_hak_size_table_init checks it). */
+/* The TCB word that entry 0 reads (_hak_class_table_init checks it). */
 HAK_FAST uint64_t hak_tcb_zero_word(void) {
   uint64_t w;
   __asm__ volatile("movq %%fs:%c1, %0" : "=r"(w) : "i"(HAK_TCB_ZERO));
@@ -470,31 +485,49 @@ void   _hak_os_fork_prepare(void);
 void   _hak_os_fork_parent(void);
 void   _hak_os_fork_child(void);
 
-/* ---- region.c -------------------------------------------------------------- */
-struct hak_slab *_hak_region_slab_of(uintptr_t a, unsigned cls);
-struct hak_slab *_hak_region_fresh_slab(unsigned cls);      /* pool lock held */
-void   _hak_region_release_slab(struct hak_slab *s);         /* pool lock held */
-size_t _hak_region_shrink(struct hak_region *r);             /* pool lock held */
-const struct hak_region *_hak_region_holding(uintptr_t a);   /* a in its mapped part; racy, for messages */
-void   _hak_region_set_state(struct hak_superslab *ss, unsigned state); /* pool lock held */
-void   _hak_region_prune_hot(struct hak_pool *pool);         /* pool lock held */
-
-/* ---- slab.c ---------------------------------------------------------------- */
-void     _hak_classes_init(void);
-void     _hak_size_table_init(void);       /* after the classes */
-void     _hak_size_table_release(void);    /* malloc_trim */
+/* ---- class.c --------------------------------------------------------------- */
+void     _hak_class_init(void);
+void     _hak_class_table_init(void);      /* after the classes */
+void     _hak_class_table_release(void);   /* malloc_trim */
 unsigned _hak_class_of_size(size_t n);               /* n <= HAK_MID_MAX      */
 int      _hak_class_for_aligned(size_t n, size_t align); /* -1: none          */
-unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain);
+
+/* ---- region.c -------------------------------------------------------------- */
+struct hak_slab *_hak_region_slab_of(uintptr_t a, unsigned cls);
+const struct hak_region *_hak_region_holding(uintptr_t a);   /* a in its mapped part; racy, for messages */
+struct hak_superslab *_hak_region_grow_class(unsigned cls);  /* pool lock held */
+struct hak_superslab *_hak_region_top(const struct hak_region *r); /* pool lock held */
+void   _hak_region_unmap_top(struct hak_region *r);          /* pool lock held */
+
+/* ---- superslab.c (pool lock held) --------------------------------------- */
+void   _hak_superslab_mapped(struct hak_superslab *ss);
+struct hak_slab *_hak_superslab_fresh_slab(unsigned cls);
+void   _hak_superslab_release_slab(struct hak_slab *s);
+struct hak_purge_policy;
+size_t _hak_superslab_purge(const struct hak_purge_policy *pp);   /* takes the pool locks */
+
+/* ---- slab.c ---------------------------------------------------------------- */
+unsigned _hak_slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, unsigned room, bool carve_ok, void **list);
+bool     _hak_slab_has_recycled(const struct hak_slab *s);
 void     _hak_slab_return(struct hak_heap *h, unsigned c, void *chain);
 void     _hak_slab_detach(struct hak_heap *h, struct hak_slab *s);
 struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok, bool *adopted);
+void     _hak_slab_release_empty(struct hak_pool *pool);   /* pool lock held */
 void     _hak_slab_check(const struct hak_slab *s);
 void     _hak_slab_fork_prepare(void);
 void     _hak_slab_fork_parent(void);
 void     _hak_slab_fork_child(void);
-size_t   _hak_slab_purge(bool force);       /* force: everything, now   */
-void     _hak_purge_tick(void);             /* slow paths call it       */
+
+/* ---- refill.c -------------------------------------------------------------- */
+unsigned _hak_refill_take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain);
+void     _hak_refill_heap_flush(struct hak_heap *h);   /* current and warm slabs detached */
+
+/* ---- purge.c --------------------------------------------------------------- */
+/* What a purge pass may give back: free memory unused since now_ms -
+ * delay_ms, beyond keep empty SuperSlabs per class; force: everything. */
+struct hak_purge_policy { bool force; uint32_t now_ms, delay_ms; long keep; };
+void   _hak_purge_tick(void);             /* slow paths call it       */
+size_t _hak_purge_all(void);              /* malloc_trim, out of memory */
 
 /* ---- front.c -------------------------------------------------------------- */
 void *_hak_front_alloc_slow(unsigned c);          /* list empty, or no heap yet   */
@@ -505,11 +538,10 @@ unsigned _hak_front_max_cap(unsigned c);
 size_t _hak_front_max_bytes(unsigned first, unsigned last);  /* classes [first, last) */
 void  _hak_front_init(void);                      /* after the options           */
 
-/* ---- mid.c ----------------------------------------------------------------- */
-unsigned _hak_mid_ring_cap(unsigned c);           /* from the build and options   */
+/* ---- span.c ---------------------------------------------------------------- */
 /* The span heap: blocks of the classes from HAK_SPAN_FIRST (the 40 KiB bridge
  * class) up to 1 MiB are page runs of one shared slot, so the pages one class
- * frees serve the others (see mid.c). The rings of all span classes of a
+ * frees serve the others (see span.c). The rings of all span classes of a
  * thread together hold at most HAKMEM_SPAN_CACHE_KB of blocks, besides 2
  * blocks each (front.c): the heap serves any class with what the rings
  * would hold back. */
@@ -532,7 +564,7 @@ unsigned _hak_span_take(unsigned c, unsigned max, void **chain);  /* 0: out of m
 void   _hak_span_return(unsigned c, void *chain);
 int    _hak_span_class(const void *p);            /* -1: not a block start, -2: freed */
 bool   _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
-size_t _hak_span_purge(bool force);
+size_t _hak_span_purge(const struct hak_purge_policy *pp);
 struct hak_span_stats {
   uint64_t run_bytes;       /* pages in runs, used or free                  */
   uint64_t mapped_bytes;    /* pages mapped (runs and room above them)      */
@@ -557,12 +589,12 @@ void   _hak_large_fork_parent(void);
 void   _hak_large_fork_child(void);
 
 /* ---- thread.c -------------------------------------------------------------- */
-struct hak_heap *_hak_heap_get(void);                 /* creates on first use  */
-void   _hak_heap_flush(struct hak_heap *h);           /* all its caches back   */
-void   _hak_init(void);
-bool   _hak_initialized(void);
-typedef void (*hak_heap_visit_fn)(struct hak_heap *h, void *arg);
-void   _hak_heaps_visit(hak_heap_visit_fn fn, void *arg); /* registry lock held */
+struct hak_heap *_hak_thread_heap(void);                 /* creates on first use  */
+void   _hak_thread_flush(struct hak_heap *h);           /* all its caches back   */
+void   _hak_thread_init(void);
+bool   _hak_thread_initialized(void);
+typedef void (*hak_thread_visit_fn)(struct hak_heap *h, void *arg);
+void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry lock held */
 
 /* ---- options.c ------------------------------------------------------------- */
 /* The options table: name (env HAKMEM_<name>), default, range, doc. */
@@ -591,14 +623,14 @@ enum hak_option_id {
   HAK_OPT_COUNT
 };
 void  _hak_options_init(void);
-long  _hak_option(enum hak_option_id id);
-const char *_hak_option_string(enum hak_option_id id);  /* raw text or NULL  */
+long  _hak_options_get(enum hak_option_id id);
+const char *_hak_options_text(enum hak_option_id id);  /* raw text or NULL  */
 void  _hak_options_print(void);
 
 /* ---- stats.c --------------------------------------------------------------- */
 void  _hak_stats_merge_heap(struct hak_heap *h);   /* at thread exit          */
 void  _hak_stats_at_exit(void);
-void  _hak_gauge_add(_Atomic int64_t *g, _Atomic int64_t *peak, int64_t delta);
+void  _hak_stats_gauge_add(_Atomic int64_t *g, _Atomic int64_t *peak, int64_t delta);
 
 /* ---- guard.c --------------------------------------------------------------- */
 __attribute__((noreturn)) void _hak_guard_assert_failed(const char *what, const char *file, int line);
@@ -614,8 +646,8 @@ void   _hak_guard_write(const char *fmt, ...) __attribute__((format(printf, 1, 2
 void   _hak_guard_printf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- api.c ----------------------------------------------------------------- */
-void  *_hak_malloc_slow(size_t n);
-void   _hak_free_slow(void *p, const char *call);
+void  *_hak_api_malloc_slow(size_t n);
+void   _hak_api_free_slow(void *p, const char *call);
 void   _hak_free_front(void *p);         /* a valid block whose list was full */
 
 /* ======================================================================= */
@@ -635,8 +667,8 @@ void   _hak_free_front(void *p);         /* a valid block whose list was full */
 HAK_FAST unsigned hak_map_slot(uintptr_t a) {
   return (unsigned)(a >> HAK_REGION_SHIFT) & (HAK_REGION_SLOTS - 1);
 }
-HAK_FAST uint64_t hak_map_limit(uintptr_t slot) { return HAK_RACY_LOAD(_hak_map.limit[slot]); }
-HAK_FAST uint64_t hak_map_magic(uintptr_t slot) { return HAK_RACY_LOAD(_hak_map.magic[slot]); }
+HAK_FAST uint64_t hak_map_limit(uintptr_t slot) { return HAK_RACY_LOAD(_hak_region_map.limit[slot]); }
+HAK_FAST uint64_t hak_map_magic(uintptr_t slot) { return HAK_RACY_LOAD(_hak_region_map.magic[slot]); }
 
 /* Is a the start of a block in a class region? *slot is its map slot. */
 HAK_FAST bool hak_map_is_block(uintptr_t a, uintptr_t *slot) {
@@ -645,7 +677,7 @@ HAK_FAST bool hak_map_is_block(uintptr_t a, uintptr_t *slot) {
 }
 
 /* The class of the region in a slot that holds one. */
-HAK_FAST unsigned hak_map_class(uintptr_t slot) { return _hak_map.front[slot] - 1u; }
+HAK_FAST unsigned hak_map_class(uintptr_t slot) { return _hak_region_map.front[slot] - 1u; }
 
 /* The class of p when p is the start of a block in a class region, else -1. */
 HAK_FAST int hak_block_class(const void *p) {
@@ -659,7 +691,7 @@ HAK_FAST int hak_block_class(const void *p) {
 HAK_FAST bool hak_home_push(uintptr_t s, void **b) {
 #if HAK_TLS_ASM
   void *tp, *old;
-  __asm__ goto("movq _hak_tls@gottpoff(%%rip), %[tp]\n\t"
+  __asm__ goto("movq _hak_thread_tls@gottpoff(%%rip), %[tp]\n\t"
                "subq $1, %%fs:%c[credit](%[tp],%[s],8)\n\t"
                "js %l[none]\n\t"
                "movq %%fs:%c[head](%[tp],%[s],8), %[old]\n\t"
@@ -676,9 +708,9 @@ none:
   return false;
 #else
   uintptr_t f = s - HAK_HOME_BASE;
-  if (--_hak_tls.credit[f] < 0) return false;
-  b[0] = _hak_tls.head[f];
-  _hak_tls.head[f] = b;
+  if (--_hak_thread_tls.credit[f] < 0) return false;
+  b[0] = _hak_thread_tls.head[f];
+  _hak_thread_tls.head[f] = b;
   return true;
 #endif
 }
@@ -698,20 +730,20 @@ HAK_FAST void *hak_list_pop(intptr_t e) {
             : "cc", "memory");
 #else
   uintptr_t f = (uintptr_t)e;
-  void **b = (void **)_hak_tls.head[f];
+  void **b = (void **)_hak_thread_tls.head[f];
   if (HAK_LIKELY(b != NULL)) {
-    _hak_tls.head[f] = b[0];
-    _hak_tls.credit[f]++;
+    _hak_thread_tls.head[f] = b[0];
+    _hak_thread_tls.credit[f]++;
 #endif
     b[1] = NULL;                              /* not free any more */
 #if HAK_FAST_STATS
-    _hak_tls.heap->stats.hits[hak_entry_front(e) - 1]++;   /* a list holds blocks only once the heap exists */
+    _hak_thread_tls.heap->stats.hits[hak_entry_front(e) - 1]++;   /* a list holds blocks only once the heap exists */
 #endif
   }
   return b;
 }
 
-/* The first step of free's slow path: a used span block (mid.c) goes on
+/* The first step of free's slow path: a used span block (span.c) goes on
  * this thread's list while the list has credit, with the checks of the
  * inline free (block start, not already free). 1: pushed; -1: a valid,
  * not-free block whose list had no credit (its credit is -1 now, and *f
@@ -726,7 +758,7 @@ HAK_FAST int hak_span_push(void *p, unsigned *f) {
   if (!hak_home_push(*f + HAK_HOME_BASE, b)) return -1;
   b[1] = key;
 #if HAK_FAST_STATS
-  _hak_tls.heap->stats.frees[*f - 1]++;
+  _hak_thread_tls.heap->stats.frees[*f - 1]++;
 #endif
   return 1;
 }
@@ -734,13 +766,13 @@ HAK_FAST int hak_span_push(void *p, unsigned *f) {
 /* HAK_FAST malloc: pop the thread front's list of the class. One branch
  * besides the size test (a size whose table entry is not written yet finds
  * an empty list: the TCB word on x86-64, slot 0 elsewhere); everything else
- * is _hak_malloc_slow. */
+ * is _hak_api_malloc_slow. */
 HAK_FAST void *hak_malloc_inline(size_t n) {
   if (HAK_LIKELY(n <= HAK_TABLE_MAX)) {
-    void *b = hak_list_pop(HAK_RACY_LOAD(_hak_front_of_size[n]));
+    void *b = hak_list_pop(HAK_RACY_LOAD(_hak_class_front_of_size[n]));
     if (HAK_LIKELY(b != NULL)) return b;
   }
-  return _hak_malloc_slow(n);
+  return _hak_api_malloc_slow(n);
 }
 
 /* HAK_FAST free: a block of a class's home region (slot s, list
@@ -758,7 +790,7 @@ HAK_FAST void hak_free_inline(void *p) {
       if (HAK_LIKELY(hak_home_push(s, b))) {
         b[1] = key;
 #if HAK_FAST_STATS
-        _hak_tls.heap->stats.frees[s - HAK_HOME_BASE - 1]++;
+        _hak_thread_tls.heap->stats.frees[s - HAK_HOME_BASE - 1]++;
 #endif
         return;
       }
@@ -766,7 +798,7 @@ HAK_FAST void hak_free_inline(void *p) {
       return;
     }
   }
-  _hak_free_slow(p, "free");
+  _hak_api_free_slow(p, "free");
 }
 
 #pragma GCC visibility pop

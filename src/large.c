@@ -75,7 +75,7 @@ static void table_remove(struct large_entry *e) {
 }
 
 static struct hak_stats *thread_stats(void) {
-  return _hak_tls.heap ? &_hak_tls.heap->stats : NULL;
+  return _hak_thread_tls.heap ? &_hak_thread_tls.heap->stats : NULL;
 }
 
 /* The cache holds resident page ranges (freed blocks, their tails, split
@@ -90,7 +90,7 @@ static struct large_entry cache_cut(unsigned i, size_t bytes) {
   if (cache[i].bytes > bytes) { cache[i].addr += bytes; cache[i].bytes -= bytes; }
   else cache_drop(i);
   cache_bytes -= bytes;
-  atomic_fetch_sub(&_hak_gauges.bytes_large_cached, (int64_t)bytes);
+  atomic_fetch_sub(&_hak_stats_gauges.bytes_large_cached, (int64_t)bytes);
   return out;
 }
 
@@ -112,14 +112,14 @@ static int cache_find_at(uintptr_t addr, size_t bytes) {
 
 static void unmap_block(uintptr_t addr, size_t bytes) {
   _hak_os_unmap((void *)addr, bytes);
-  _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, -(int64_t)bytes);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, -(int64_t)bytes);
 }
 
 /* Keeps a freed range when it fits the byte bound, evicting the oldest;
  * else unmaps it. Adjacent cached ranges merge with it, so fragments of one
  * block come back together. */
 static void cache_put(uintptr_t addr, size_t bytes) {
-  size_t bound = (size_t)_hak_option(HAK_OPT_LARGE_CACHE_MB) << 20;
+  size_t bound = (size_t)_hak_options_get(HAK_OPT_LARGE_CACHE_MB) << 20;
   for (unsigned i = 0; i < cache_count;) {
     struct large_entry *r = &cache[i];
     if (r->addr + r->bytes == addr || addr + bytes == r->addr) {
@@ -138,7 +138,7 @@ static void cache_put(uintptr_t addr, size_t bytes) {
   }
   cache[cache_count++] = (struct large_entry){ addr, bytes, _hak_os_now_ms() };
   cache_bytes += bytes;
-  atomic_fetch_add(&_hak_gauges.bytes_large_cached, (int64_t)bytes);
+  atomic_fetch_add(&_hak_stats_gauges.bytes_large_cached, (int64_t)bytes);
 }
 
 /* A block has at least one page, also for n == 0 (a zero-size aligned
@@ -159,17 +159,17 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
     if (!p && _hak_large_trim()) p = _hak_os_map_aligned(bytes, align);   /* out of memory: drop the cache, retry */
     if (!p) { errno = ENOMEM; return NULL; }
     e = (struct large_entry){ (uintptr_t)p, bytes, 0 };
-    _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, (int64_t)bytes);
+    _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)bytes);
   } else {
-    atomic_fetch_add_explicit(&_hak_gauges.bytes_reused, (int64_t)e.bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_reused, (int64_t)e.bytes, memory_order_relaxed);
     if (zero) memset((void *)e.addr, 0, n);
   }
   hak_lock(&large_lock);
   bool ok = table_insert(e.addr, e.bytes);
   hak_unlock(&large_lock);
   if (!ok) { unmap_block(e.addr, e.bytes); errno = ENOMEM; return NULL; }
-  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, (int64_t)e.bytes);
-  _hak_gauge_add(&_hak_gauges.bytes_large, &_hak_gauges.bytes_large_peak, (int64_t)e.bytes);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, (int64_t)e.bytes);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_large, &_hak_stats_gauges.bytes_large_peak, (int64_t)e.bytes);
   struct hak_stats *st = thread_stats();
   if (st) { st->large_allocs++; st->large_cache_hits += cached; }
   return (void *)e.addr;
@@ -192,8 +192,8 @@ bool _hak_large_free(void *p, const char *call) {
   table_remove(e);
   cache_put(a, bytes);
   hak_unlock(&large_lock);
-  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, -(int64_t)bytes);
-  _hak_gauge_add(&_hak_gauges.bytes_large, &_hak_gauges.bytes_large_peak, -(int64_t)bytes);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, -(int64_t)bytes);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_large, &_hak_stats_gauges.bytes_large_peak, -(int64_t)bytes);
   struct hak_stats *st = thread_stats();
   if (st) st->large_frees++;
   return true;
@@ -231,14 +231,14 @@ void *_hak_large_realloc(void *p, size_t n) {
     if (q) {
       table_remove(e);
       table_insert((uintptr_t)q, bytes);     /* cannot fail: a slot was just freed */
-      _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, (int64_t)(bytes - old));
+      _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)(bytes - old));
     }
   }
   hak_unlock(&large_lock);
   if (!q) return NULL;
   int64_t delta = (int64_t)bytes - (int64_t)old;
-  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, delta);
-  _hak_gauge_add(&_hak_gauges.bytes_large, &_hak_gauges.bytes_large_peak, delta);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, delta);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_large, &_hak_stats_gauges.bytes_large_peak, delta);
   struct hak_stats *st = thread_stats();
   if (st && q != p) st->large_remaps++;
   return q;

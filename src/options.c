@@ -29,7 +29,7 @@ static bool parse_word(enum hak_option_id id, const char *s, long *out) {
     if (!strcmp(s, "ignore")) { *out = 1; return true; }
   }
   if (id == HAK_OPT_STATS && !strncmp(s, "json:", 5) && s[5]) { *out = 2; return true; }
-  if (id == HAK_OPT_L2_RING_CAPS || id == HAK_OPT_L25_RING_CAPS) {   /* a list: read by mid.c */
+  if (id == HAK_OPT_L2_RING_CAPS || id == HAK_OPT_L25_RING_CAPS) {   /* a list: read by front.c */
     for (const char *c = s; *c; c++)
       if (!(*c == ',' || (*c >= '0' && *c <= '9'))) return false;
     *out = 1;
@@ -90,9 +90,9 @@ void _hak_options_init(void) {
   }
 }
 
-long _hak_option(enum hak_option_id id) { return values[id]; }
+long _hak_options_get(enum hak_option_id id) { return values[id]; }
 
-const char *_hak_option_string(enum hak_option_id id) { return texts[id]; }
+const char *_hak_options_text(enum hak_option_id id) { return texts[id]; }
 
 void _hak_options_print(void) {
   _hak_guard_write("%-28s %8s %8s %12s  %s\n", "option", "default", "value", "range", "meaning");

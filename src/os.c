@@ -49,8 +49,8 @@ void _hak_os_unmap(void *p, size_t bytes) {
 void _hak_os_purge(void *p, size_t bytes) {
   if (!bytes) return;
   madvise(p, bytes, MADV_DONTNEED);     /* not MADV_FREE: see docs/experiments.md */
-  atomic_fetch_add_explicit(&_hak_gauges.bytes_purged, (int64_t)bytes, memory_order_relaxed);
-  atomic_fetch_add_explicit(&_hak_gauges.purge_calls, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_purged, (int64_t)bytes, memory_order_relaxed);
+  atomic_fetch_add_explicit(&_hak_stats_gauges.purge_calls, 1, memory_order_relaxed);
 }
 
 /* Private pages back to the OS; they read 0 again (tables, not blocks: no

@@ -11,13 +11,13 @@
 #include <stdio.h>
 #include <unistd.h>
 
-struct hak_gauges _hak_gauges;
+struct hak_gauges _hak_stats_gauges;
 static struct hak_stats totals;
 static hak_lock_t totals_lock;
 
 static const char *const ss_state_names[HAK_SS_NSTATES] = { "hot", "draining", "empty" };
 
-void _hak_gauge_add(_Atomic int64_t *g, _Atomic int64_t *peak, int64_t delta) {
+void _hak_stats_gauge_add(_Atomic int64_t *g, _Atomic int64_t *peak, int64_t delta) {
   int64_t now = atomic_fetch_add_explicit(g, delta, memory_order_relaxed) + delta;
   int64_t seen = atomic_load_explicit(peak, memory_order_relaxed);
   while (now > seen && !atomic_compare_exchange_weak_explicit(peak, &seen, now,
@@ -48,7 +48,7 @@ static void stats_snapshot(struct hak_stats *out) {
   hak_lock(&totals_lock);
   *out = totals;
   hak_unlock(&totals_lock);
-  _hak_heaps_visit(add_live_heap, out);
+  _hak_thread_visit_heaps(add_live_heap, out);
 }
 
 static int64_t gauge(_Atomic int64_t *g) { return atomic_load_explicit(g, memory_order_relaxed); }
@@ -66,10 +66,10 @@ static bool class_active(const struct hak_stats *st, unsigned c) {
 static void report_text(int fd, const struct hak_stats *st) {
   _hak_guard_printf(fd, "hakmem %s statistics (pid %d)\n", HAKMEM_VERSION, (int)getpid());
   _hak_guard_printf(fd, "  memory: mapped %lld KiB (peak %lld), in use %lld KiB (peak %lld), large cache %lld KiB, purged %lld KiB in %lld calls, reused %lld KiB\n",
-          (long long)gauge(&_hak_gauges.bytes_mapped) >> 10, (long long)gauge(&_hak_gauges.bytes_mapped_peak) >> 10,
-          (long long)gauge(&_hak_gauges.bytes_in_use) >> 10, (long long)gauge(&_hak_gauges.bytes_in_use_peak) >> 10,
-          (long long)gauge(&_hak_gauges.bytes_large_cached) >> 10, (long long)gauge(&_hak_gauges.bytes_purged) >> 10,
-          (long long)gauge(&_hak_gauges.purge_calls), (long long)gauge(&_hak_gauges.bytes_reused) >> 10);
+          (long long)gauge(&_hak_stats_gauges.bytes_mapped) >> 10, (long long)gauge(&_hak_stats_gauges.bytes_mapped_peak) >> 10,
+          (long long)gauge(&_hak_stats_gauges.bytes_in_use) >> 10, (long long)gauge(&_hak_stats_gauges.bytes_in_use_peak) >> 10,
+          (long long)gauge(&_hak_stats_gauges.bytes_large_cached) >> 10, (long long)gauge(&_hak_stats_gauges.bytes_purged) >> 10,
+          (long long)gauge(&_hak_stats_gauges.purge_calls), (long long)gauge(&_hak_stats_gauges.bytes_reused) >> 10);
   _hak_guard_printf(fd, "  thread front: %zu B of list heads and credits per thread (TLS); a thread caches at most %zu KiB of Tiny blocks and %zu KiB in its L2 / L2.5 rings\n",
                     sizeof(struct hak_tls), _hak_front_max_bytes(0, HAK_NTINY) >> 10,
                     _hak_front_max_bytes(HAK_NTINY, HAK_NCLS) >> 10);
@@ -81,7 +81,7 @@ static void report_text(int fd, const struct hak_stats *st) {
                     (unsigned long long)sp.dirty_bytes >> 10);
   _hak_guard_printf(fd, "  superslabs:");
   for (unsigned s = 0; s < HAK_SS_NSTATES; s++)
-    _hak_guard_printf(fd, " %s %lld", ss_state_names[s], (long long)gauge(&_hak_gauges.ss_count[s]));
+    _hak_guard_printf(fd, " %s %lld", ss_state_names[s], (long long)gauge(&_hak_stats_gauges.ss_count[s]));
   _hak_guard_printf(fd, "\n");
 #define HAK_PRINT_SCALAR(name, doc) if (st->name) _hak_guard_printf(fd, "  %-18s %12llu  %s\n", #name, (unsigned long long)st->name, doc);
   HAK_STATS_SCALARS(HAK_PRINT_SCALAR)
@@ -101,8 +101,8 @@ static void report_text(int fd, const struct hak_stats *st) {
 }
 
 static void report_warm_pool(int fd, const struct hak_stats *st) {
-  _hak_guard_printf(fd, "hakmem warm pool (cap %ld, prefill %ld)\n", _hak_option(HAK_OPT_WARM_POOL_CAP),
-          _hak_option(HAK_OPT_WARM_POOL_PREFILL));
+  _hak_guard_printf(fd, "hakmem warm pool (cap %ld, prefill %ld)\n", _hak_options_get(HAK_OPT_WARM_POOL_CAP),
+          _hak_options_get(HAK_OPT_WARM_POOL_PREFILL));
   _hak_guard_printf(fd, "  %-5s %8s %12s %12s %12s %9s\n", "class", "size", "hits", "misses", "prefilled", "hit rate");
   for (unsigned c = 0; c < HAK_NCLS; c++) {
     uint64_t hits = st->warm_hits[c], misses = st->warm_misses[c];
@@ -126,10 +126,10 @@ static void report_json(int fd, const struct hak_stats *st) {
   _hak_guard_printf(fd, ",\n  \"bytes_mapped\": %lld,\n  \"bytes_mapped_peak\": %lld,\n  \"bytes_in_use\": %lld,\n"
               "  \"bytes_in_use_peak\": %lld,\n  \"bytes_large_cached\": %lld,\n  \"bytes_purged\": %lld,\n"
               "  \"purge_calls\": %lld,\n  \"bytes_reused\": %lld",
-          (long long)gauge(&_hak_gauges.bytes_mapped), (long long)gauge(&_hak_gauges.bytes_mapped_peak),
-          (long long)gauge(&_hak_gauges.bytes_in_use), (long long)gauge(&_hak_gauges.bytes_in_use_peak),
-          (long long)gauge(&_hak_gauges.bytes_large_cached), (long long)gauge(&_hak_gauges.bytes_purged),
-          (long long)gauge(&_hak_gauges.purge_calls), (long long)gauge(&_hak_gauges.bytes_reused));
+          (long long)gauge(&_hak_stats_gauges.bytes_mapped), (long long)gauge(&_hak_stats_gauges.bytes_mapped_peak),
+          (long long)gauge(&_hak_stats_gauges.bytes_in_use), (long long)gauge(&_hak_stats_gauges.bytes_in_use_peak),
+          (long long)gauge(&_hak_stats_gauges.bytes_large_cached), (long long)gauge(&_hak_stats_gauges.bytes_purged),
+          (long long)gauge(&_hak_stats_gauges.purge_calls), (long long)gauge(&_hak_stats_gauges.bytes_reused));
   _hak_guard_printf(fd, ",\n  \"tls_bytes_per_thread\": %zu,\n  \"tiny_cache_max_bytes_per_thread\": %zu,\n"
                     "  \"ring_max_bytes_per_thread\": %zu", sizeof(struct hak_tls),
                     _hak_front_max_bytes(0, HAK_NTINY), _hak_front_max_bytes(HAK_NTINY, HAK_NCLS));
@@ -142,7 +142,7 @@ static void report_json(int fd, const struct hak_stats *st) {
                     (unsigned long long)sp.dirty_bytes);
   _hak_guard_printf(fd, ",\n  \"superslabs\": {");
   for (unsigned s = 0; s < HAK_SS_NSTATES; s++)
-    _hak_guard_printf(fd, "%s\"%s\": %lld", s ? ", " : "", ss_state_names[s], (long long)gauge(&_hak_gauges.ss_count[s]));
+    _hak_guard_printf(fd, "%s\"%s\": %lld", s ? ", " : "", ss_state_names[s], (long long)gauge(&_hak_stats_gauges.ss_count[s]));
   _hak_guard_printf(fd, "}");
 #define HAK_JSON_SCALAR(name, doc) _hak_guard_printf(fd, ",\n  \"%s\": %llu", #name, (unsigned long long)st->name);
   HAK_STATS_SCALARS(HAK_JSON_SCALAR)
@@ -172,15 +172,15 @@ HAK_API int hak_stats_write_json(const char *path) {
 }
 
 void _hak_stats_at_exit(void) {
-  if (!_hak_initialized()) return;
-  long mode = _hak_option(HAK_OPT_STATS);
-  bool warm = _hak_option(HAK_OPT_WARM_POOL_STATS) != 0;
+  if (!_hak_thread_initialized()) return;
+  long mode = _hak_options_get(HAK_OPT_STATS);
+  bool warm = _hak_options_get(HAK_OPT_WARM_POOL_STATS) != 0;
   if (!mode && !warm) return;
   struct hak_stats st;
   stats_snapshot(&st);
   if (mode == 1) report_text(2, &st);
   if (mode == 2) {
-    const char *path = _hak_option_string(HAK_OPT_STATS) + 5;     /* after "json:" */
+    const char *path = _hak_options_text(HAK_OPT_STATS) + 5;     /* after "json:" */
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) _hak_guard_write("hakmem: cannot write statistics to %s (errno %d)\n", path, errno);
     else { report_json(fd, &st); close(fd); }

@@ -8,9 +8,9 @@
 #include <sched.h>
 #include <sys/auxv.h>
 
-__thread struct hak_tls _hak_tls __attribute__((tls_model("initial-exec")));
+__thread struct hak_tls _hak_thread_tls __attribute__((tls_model("initial-exec")));
 #if !HAK_SHARED_LIB
-uint64_t _hak_free_key;
+uint64_t _hak_thread_free_key;
 #endif
 
 static pthread_key_t heap_key;
@@ -36,35 +36,35 @@ static uint64_t make_free_key(void) {
 }
 #endif
 
-bool _hak_initialized(void) { return atomic_load_explicit(&init_state, memory_order_acquire) == 2; }
+bool _hak_thread_initialized(void) { return atomic_load_explicit(&init_state, memory_order_acquire) == 2; }
 
 /* Nothing here may call malloc before init_state is 2: pthread_atfork may,
  * and by then a recursive malloc finds hakmem ready. */
-void _hak_init(void) {
-  if (HAK_LIKELY(_hak_initialized())) return;
+void _hak_thread_init(void) {
+  if (HAK_LIKELY(_hak_thread_initialized())) return;
   int expected = 0;
   if (!atomic_compare_exchange_strong(&init_state, &expected, 1)) {
-    while (!_hak_initialized()) sched_yield();
+    while (!_hak_thread_initialized()) sched_yield();
     return;
   }
-  _hak_classes_init();
-  _hak_size_table_init();
+  _hak_class_init();
+  _hak_class_table_init();
   _hak_options_init();
   _hak_front_init();
 #if !HAK_SHARED_LIB
-  _hak_free_key = make_free_key();
+  _hak_thread_free_key = make_free_key();
 #endif
   pthread_key_create(&heap_key, thread_exit);
   atomic_store_explicit(&init_state, 2, memory_order_release);
   pthread_atfork(fork_prepare, fork_parent, fork_child);
-  if (_hak_option(HAK_OPT_PRINT_OPTIONS)) _hak_options_print();
+  if (_hak_options_get(HAK_OPT_PRINT_OPTIONS)) _hak_options_print();
 }
 
-__attribute__((constructor)) static void hak_boot(void) { _hak_init(); }
+__attribute__((constructor)) static void hak_boot(void) { _hak_thread_init(); }
 __attribute__((destructor)) static void hak_shutdown(void) { _hak_stats_at_exit(); }
 
 static struct hak_heap *heap_create(void) {
-  _hak_init();
+  _hak_thread_init();
   hak_lock(&heaps_lock);
   struct hak_heap *h = heaps_free;
   if (h) {
@@ -77,14 +77,14 @@ static struct hak_heap *heap_create(void) {
   hak_unlock(&heaps_lock);
   if (!h) return NULL;
   _hak_front_heap_init(h);
-  _hak_tls.heap = h;
-  _hak_tls.exited = false;
+  _hak_thread_tls.heap = h;
+  _hak_thread_tls.exited = false;
   pthread_setspecific(heap_key, h);
   return h;
 }
 
-struct hak_heap *_hak_heap_get(void) {
-  struct hak_heap *h = _hak_tls.heap;
+struct hak_heap *_hak_thread_heap(void) {
+  struct hak_heap *h = _hak_thread_tls.heap;
   return HAK_LIKELY(h != NULL) ? h : heap_create();
 }
 
@@ -92,13 +92,9 @@ struct hak_heap *_hak_heap_get(void) {
  * the current and warm slabs are detached (released when empty, else left to
  * the shared pool). The lists are left empty, without capacity, as before
  * the thread first used them. */
-void _hak_heap_flush(struct hak_heap *h) {
+void _hak_thread_flush(struct hak_heap *h) {
   _hak_front_heap_flush(h);
-  for (unsigned c = 0; c < HAK_NCLS; c++) {
-    if (h->cur[c]) { _hak_slab_detach(h, h->cur[c]); h->cur[c] = NULL; }
-    if (c < HAK_NTINY)
-      while (h->warm_n[c]) _hak_slab_detach(h, h->warm[c][--h->warm_n[c]]);
-  }
+  _hak_refill_heap_flush(h);
 }
 
 /* Thread exit: caches back to the slabs, slabs detached (ownerless slabs with
@@ -106,12 +102,12 @@ void _hak_heap_flush(struct hak_heap *h) {
  * counters merged, the heap returned for the next thread. */
 static void thread_exit(void *arg) {
   struct hak_heap *h = arg;
-  if (!h || h != _hak_tls.heap) return;
-  _hak_heap_flush(h);
+  if (!h || h != _hak_thread_tls.heap) return;
+  _hak_thread_flush(h);
   h->stats.threads_exited++;
   _hak_stats_merge_heap(h);
-  _hak_tls.heap = NULL;
-  _hak_tls.exited = true;
+  _hak_thread_tls.heap = NULL;
+  _hak_thread_tls.exited = true;
   hak_lock(&heaps_lock);
   h->live = false;
   h->next_free = heaps_free;
@@ -119,7 +115,7 @@ static void thread_exit(void *arg) {
   hak_unlock(&heaps_lock);
 }
 
-void _hak_heaps_visit(hak_heap_visit_fn fn, void *arg) {
+void _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg) {
   hak_lock(&heaps_lock);
   for (struct hak_heap *h = heaps_all; h; h = h->next_all)
     if (h->live) fn(h, arg);
