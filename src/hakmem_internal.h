@@ -2,6 +2,8 @@
  * cross-file functions grouped by the file that defines them.
  *
  * Files, bottom up (each file's cross-file names are _hak_<file>_...):
+ *   lock.c      the lock table: ranks, waiting, debug rank checks, the fork
+ *               handlers (every lock, in rank order), acquisition counts
  *   os.c        mmap/munmap/madvise, fixed-address mappings, the metadata arena
  *   class.c     the size classes, their geometry, the size table of malloc
  *   region.c    the ownership map and the class regions (4 GiB slots) that
@@ -21,7 +23,7 @@
  *   purge.c     when free memory goes back to the OS: SuperSlabs, span heap
  *               and Large cache, on a clock or forced (malloc_trim)
  *   thread.c    process init, per-thread heaps (creation, exit: flush and
- *               abandon), fork handlers
+ *               abandon); registers lock.c's fork handlers
  *   options.c   the options table (HAKMEM_* environment)
  *   stats.c     counters (per thread, merged at exit) and gauges; reports
  *   guard.c     bad pointers: diagnostics, foreign (C library) pointers
@@ -31,7 +33,7 @@
  * Who owns each mechanism: SuperSlab superslab.c (mapped by region.c);
  * ownership map region.c; thread front front.c (fast paths below); warm
  * pool refill.c; remote free slab.c; rings front.c; span heap span.c;
- * Large large.c; purge purge.c; thread exit thread.c; fork thread.c;
+ * Large large.c; purge purge.c; thread exit thread.c; fork lock.c; locks lock.c;
  * options options.c; stats stats.c; bad pointers guard.c.
  *
  * Fast paths are the static inline functions at the end of this file
@@ -299,16 +301,34 @@ struct hak_region {
   uint32_t dir_cap;
 };
 
-/* ---- locks ----------------------------------------------------------------- */
-typedef struct { _Atomic int held; } hak_lock_t;
-void _hak_lock_slow(hak_lock_t *l);
+/* ---- locks (lock.c) -------------------------------------------------------- */
+/* A spin-then-yield lock with a rank. A thread holding a lock takes only
+ * locks of a higher rank (debug builds check it on every acquisition), and
+ * fork takes every lock of HAK_LOCKS in rank order. The holder counts its
+ * acquisitions, and those that had to wait (relaxed stores: the counts are
+ * read without the lock, by the reports). */
+typedef struct {
+  _Atomic int held;
+  uint16_t rank;                     /* from HAK_LOCKS, set by _hak_lock_init */
+  _Atomic uint64_t acquired;         /* written by the holder only             */
+  _Atomic uint64_t contended;        /* acquisitions that found it held        */
+} hak_lock_t;
+void _hak_lock_slow(hak_lock_t *l);                 /* held: spin, then yield  */
+void _hak_lock_order_take(const hak_lock_t *l);     /* debug builds            */
+void _hak_lock_order_drop(const hak_lock_t *l);
+HAK_FAST void hak_lock_count(_Atomic uint64_t *n) {
+  atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1, memory_order_relaxed);
+}
 static inline void hak_lock(hak_lock_t *l) {
+  if (HAK_DEBUG) _hak_lock_order_take(l);
   int expected = 0;
-  if (HAK_LIKELY(atomic_compare_exchange_weak_explicit(&l->held, &expected, 1,
-                 memory_order_acquire, memory_order_relaxed))) return;
-  _hak_lock_slow(l);
+  if (HAK_UNLIKELY(!atomic_compare_exchange_weak_explicit(&l->held, &expected, 1,
+                   memory_order_acquire, memory_order_relaxed)))
+    _hak_lock_slow(l);
+  hak_lock_count(&l->acquired);
 }
 static inline void hak_unlock(hak_lock_t *l) {
+  if (HAK_DEBUG) _hak_lock_order_drop(l);
   atomic_store_explicit(&l->held, 0, memory_order_release);
 }
 
@@ -321,6 +341,43 @@ struct hak_pool {
   struct hak_region *regions;
 } __attribute__((aligned(HAK_CACHELINE)));
 extern struct hak_pool _hak_slab_pools[HAK_NCLS];
+
+/* Every lock of hakmem, in rank order (a lock of count > 1 is an array, one
+ * rank per element, stride bytes apart): X(id, name, first lock, count,
+ * stride, what it guards). Nesting today: a pool lock takes the slot lock
+ * (a new region), and either, or the span lock, takes the Large lock (out
+ * of memory: the range cache is dropped); the heap registry's lock, a pool
+ * lock or the slot lock takes the metadata arena's. */
+#define HAK_LOCKS(X) \
+  X(TOTALS, "totals", _hak_stats_totals_lock, 1, 0, "stats.c: the counters of exited threads") \
+  X(HEAPS,  "heaps",  _hak_thread_heaps_lock, 1, 0, "thread.c: the registry of thread heaps") \
+  X(POOL,   "pool",   _hak_slab_pools[0].lock, HAK_NCLS, sizeof(struct hak_pool), \
+    "slab.c: a class's shared pool, its SuperSlabs and regions (one per class)") \
+  X(SPAN,   "span",   _hak_span_lock, 1, 0, "span.c: the span heap (every refill and spill of 40 KiB to 1 MiB)") \
+  X(SLOT,   "slot",   _hak_region_slot_lock, 1, 0, "region.c: claiming a 4 GiB slot for a region") \
+  X(LARGE,  "large",  _hak_large_lock, 1, 0, "large.c: Large blocks and the range cache (every Large free, every foreign-pointer probe)") \
+  X(META,   "meta",   _hak_os_meta_lock, 1, 0, "os.c: the metadata arena")
+extern hak_lock_t _hak_stats_totals_lock, _hak_thread_heaps_lock, _hak_span_lock,
+                  _hak_region_slot_lock, _hak_large_lock, _hak_os_meta_lock;
+enum hak_lock_rank {
+#define HAK_LOCK_RANK(id, name, first, count, stride, doc) HAK_RANK_##id, HAK_RANK_##id##_LAST = HAK_RANK_##id + (count) - 1,
+  HAK_LOCKS(HAK_LOCK_RANK)
+#undef HAK_LOCK_RANK
+  HAK_RANK_COUNT
+};
+enum hak_lock_kind {
+#define HAK_LOCK_KIND(id, name, first, count, stride, doc) HAK_LOCK_##id,
+  HAK_LOCKS(HAK_LOCK_KIND)
+#undef HAK_LOCK_KIND
+  HAK_LOCK_KINDS
+};
+/* The counts of one entry of the table, summed over its locks. */
+struct hak_lock_counts { const char *name, *doc; uint64_t acquired, contended; };
+void _hak_lock_init(void);                          /* the ranks; first at init */
+void _hak_lock_counts(struct hak_lock_counts out[HAK_LOCK_KINDS]);
+void _hak_lock_fork_prepare(void);                  /* every lock, rank order   */
+void _hak_lock_fork_parent(void);
+void _hak_lock_fork_child(void);
 
 /* ---- counters (stats.c) ------------------------------------------------ */
 /* Per-thread counters, declared once here; stats.c generates the merge, the
@@ -481,9 +538,6 @@ void  *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes);
 void  *_hak_os_meta_alloc(size_t bytes);          /* zeroed, never freed      */
 uint64_t _hak_os_now_ns(void);
 uint32_t _hak_os_now_ms(void);                    /* coarse, cheap            */
-void   _hak_os_fork_prepare(void);
-void   _hak_os_fork_parent(void);
-void   _hak_os_fork_child(void);
 
 /* ---- class.c --------------------------------------------------------------- */
 void     _hak_class_init(void);
@@ -514,9 +568,6 @@ void     _hak_slab_detach(struct hak_heap *h, struct hak_slab *s);
 struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok, bool *adopted);
 void     _hak_slab_release_empty(struct hak_pool *pool);   /* pool lock held */
 void     _hak_slab_check(const struct hak_slab *s);
-void     _hak_slab_fork_prepare(void);
-void     _hak_slab_fork_parent(void);
-void     _hak_slab_fork_child(void);
 
 /* ---- refill.c -------------------------------------------------------------- */
 unsigned _hak_refill_take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain);
@@ -572,9 +623,6 @@ struct hak_span_stats {
   uint64_t dirty_bytes;     /* free pages not purged yet                    */
 };
 void   _hak_span_stats(struct hak_span_stats *out);  /* for the reports      */
-void   _hak_span_fork_prepare(void);
-void   _hak_span_fork_parent(void);
-void   _hak_span_fork_child(void);
 
 /* ---- large.c --------------------------------------------------------------- */
 void  *_hak_large_alloc(size_t n, size_t align, bool zero);
@@ -584,9 +632,6 @@ void  *_hak_large_realloc(void *p, size_t n);         /* NULL: move it yourself 
 size_t _hak_large_trim(void);
 size_t _hak_large_expire(uint32_t now_ms, uint32_t delay_ms);
 bool   _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
-void   _hak_large_fork_prepare(void);
-void   _hak_large_fork_parent(void);
-void   _hak_large_fork_child(void);
 
 /* ---- thread.c -------------------------------------------------------------- */
 struct hak_heap *_hak_thread_heap(void);                 /* creates on first use  */

@@ -225,7 +225,3 @@ void _hak_slab_check(const struct hak_slab *s) {
   }
   HAK_ASSERT(nfree == s->nfree && s->used + nfree <= s->carved);
 }
-
-void _hak_slab_fork_prepare(void) { for (unsigned c = 0; c < HAK_NCLS; c++) hak_lock(&_hak_slab_pools[c].lock); }
-void _hak_slab_fork_parent(void)  { for (unsigned c = 0; c < HAK_NCLS; c++) hak_unlock(&_hak_slab_pools[c].lock); }
-void _hak_slab_fork_child(void)   { for (unsigned c = 0; c < HAK_NCLS; c++) atomic_store(&_hak_slab_pools[c].lock.held, 0); }

@@ -49,8 +49,8 @@ struct span_page {
 /* The heap's first page: the start of its slot, fixed at build time. */
 #define SPAN_BASE ((uintptr_t)HAK_SPAN_SLOT << HAK_REGION_SHIFT)
 
+hak_lock_t _hak_span_lock;
 static struct {
-  hak_lock_t lock;
   _Atomic bool opened;
   struct span_page *page;   /* HAK_SPAN_PAGES entries, touched as used      */
   _Atomic uint32_t top;     /* pages in runs                                */
@@ -248,11 +248,11 @@ unsigned _hak_span_take(unsigned c, unsigned max, void **chain) {
   uint32_t runs[SPAN_BATCH_MAX], pages = class_pages(c);
   unsigned got = 0;
   if (max > SPAN_BATCH_MAX) max = SPAN_BATCH_MAX;
-  hak_lock(&span.lock);
+  hak_lock(&_hak_span_lock);
   if (span_open())
     while (got < max && (runs[got] = run_alloc(pages, c)) != SPAN_NONE) got++;
   span_check();
-  hak_unlock(&span.lock);
+  hak_unlock(&_hak_span_lock);
   void *list = NULL;
   for (unsigned k = got; k-- > 0; ) {         /* outside the lock: fresh pages fault in here */
     void **b = (void **)block_at(runs[k]);
@@ -270,7 +270,7 @@ unsigned _hak_span_take(unsigned c, unsigned max, void **chain) {
 void _hak_span_return(unsigned c, void *chain) {
   int64_t n = 0;
   uint32_t now = _hak_os_now_ms();
-  hak_lock(&span.lock);
+  hak_lock(&_hak_span_lock);
   for (void **b = chain, **next; b; b = next, n++) {
     next = b[0];
     uint32_t i = (uint32_t)(((uintptr_t)b - SPAN_BASE) >> HAK_SPAN_PAGE_SHIFT);
@@ -278,7 +278,7 @@ void _hak_span_return(unsigned c, void *chain) {
     run_free(i, now);
   }
   span_check();
-  hak_unlock(&span.lock);
+  hak_unlock(&_hak_span_lock);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, -n * _hak_classes[c].size);
 }
 
@@ -355,7 +355,7 @@ static void span_unmap_top(void) {
 size_t _hak_span_purge(const struct hak_purge_policy *pp) {
   if (!atomic_load_explicit(&span.opened, memory_order_acquire)) return 0;
   size_t released = 0;
-  hak_lock(&span.lock);
+  hak_lock(&_hak_span_lock);
   for (unsigned b = 0; b < SPAN_BUCKETS; b++)
     for (uint32_t i = span.bucket[b]; i != SPAN_NONE; i = span.page[i].next) {
       struct span_page *e = &span.page[i];
@@ -366,14 +366,14 @@ size_t _hak_span_purge(const struct hak_purge_policy *pp) {
     }
   span_unmap_top();
   span_check();
-  hak_unlock(&span.lock);
+  hak_unlock(&_hak_span_lock);
   return released;
 }
 
 void _hak_span_stats(struct hak_span_stats *out) {
   memset(out, 0, sizeof *out);
   if (!atomic_load_explicit(&span.opened, memory_order_acquire)) return;
-  hak_lock(&span.lock);
+  hak_lock(&_hak_span_lock);
   out->run_bytes = (uint64_t)atomic_load_explicit(&span.top, memory_order_relaxed) << HAK_SPAN_PAGE_SHIFT;
   out->mapped_bytes = (uint64_t)span.mapped << HAK_SPAN_PAGE_SHIFT;
   for (unsigned b = 0; b < SPAN_BUCKETS; b++)
@@ -383,9 +383,5 @@ void _hak_span_stats(struct hak_span_stats *out) {
       out->free_bytes += bytes;
       if (span.page[i].dirty) out->dirty_bytes += bytes;
     }
-  hak_unlock(&span.lock);
+  hak_unlock(&_hak_span_lock);
 }
-
-void _hak_span_fork_prepare(void) { hak_lock(&span.lock); }
-void _hak_span_fork_parent(void)  { hak_unlock(&span.lock); }
-void _hak_span_fork_child(void)   { atomic_store(&span.lock.held, 0); }

@@ -13,7 +13,7 @@
 
 struct hak_gauges _hak_stats_gauges;
 static struct hak_stats totals;
-static hak_lock_t totals_lock;
+hak_lock_t _hak_stats_totals_lock;
 
 static const char *const ss_state_names[HAK_SS_NSTATES] = { "hot", "draining", "empty" };
 
@@ -34,9 +34,9 @@ static void stats_add(struct hak_stats *dst, const struct hak_stats *src) {
 }
 
 void _hak_stats_merge_heap(struct hak_heap *h) {
-  hak_lock(&totals_lock);
+  hak_lock(&_hak_stats_totals_lock);
   stats_add(&totals, &h->stats);
-  hak_unlock(&totals_lock);
+  hak_unlock(&_hak_stats_totals_lock);
   memset(&h->stats, 0, sizeof h->stats);
 }
 
@@ -45,13 +45,39 @@ static void add_live_heap(struct hak_heap *h, void *arg) { stats_add(arg, &h->st
 /* Totals so far: exited threads plus live heaps (read without stopping
  * their threads: a report, not an invariant). */
 static void stats_snapshot(struct hak_stats *out) {
-  hak_lock(&totals_lock);
+  hak_lock(&_hak_stats_totals_lock);
   *out = totals;
-  hak_unlock(&totals_lock);
+  hak_unlock(&_hak_stats_totals_lock);
   _hak_thread_visit_heaps(add_live_heap, out);
 }
 
 static int64_t gauge(_Atomic int64_t *g) { return atomic_load_explicit(g, memory_order_relaxed); }
+
+/* Allocator calls the counters saw: every malloc and free in a FAST_STATS
+ * build (hits and misses are every malloc of a class, frees every free to
+ * a list); else only the slow paths are counted, and the locks are reported
+ * per million of those. */
+static uint64_t allocator_calls(const struct hak_stats *st) {
+  uint64_t n = st->large_allocs + st->large_frees + st->foreign_frees + st->invalid_frees;
+  if (!HAK_FAST_STATS) return st->malloc_slow + st->free_slow;
+  for (unsigned c = 0; c < HAK_NCLS; c++) n += st->hits[c] + st->misses[c] + st->frees[c];
+  return n;
+}
+
+static double per_million(uint64_t n, uint64_t calls) { return calls ? 1e6 * (double)n / (double)calls : 0.0; }
+
+static void report_locks(int fd, const struct hak_stats *st) {
+  struct hak_lock_counts lk[HAK_LOCK_KINDS];
+  _hak_lock_counts(lk);
+  uint64_t calls = allocator_calls(st);
+  _hak_guard_printf(fd, "  locks (per million %s: %llu):\n  %-7s %12s %10s %12s %10s\n",
+                    HAK_FAST_STATS ? "allocator calls" : "slow-path calls", (unsigned long long)calls,
+                    "lock", "acquired", "/M", "contended", "/M");
+  for (unsigned k = 0; k < HAK_LOCK_KINDS; k++)
+    _hak_guard_printf(fd, "  %-7s %12llu %10.1f %12llu %10.1f  %s\n", lk[k].name,
+                      (unsigned long long)lk[k].acquired, per_million(lk[k].acquired, calls),
+                      (unsigned long long)lk[k].contended, per_million(lk[k].contended, calls), lk[k].doc);
+}
 
 /* ---- text report ---------------------------------------------------------- */
 static const char *tier_name(unsigned c) {
@@ -98,6 +124,7 @@ static void report_text(int fd, const struct hak_stats *st) {
             (unsigned long long)st->carved[c]);
   }
   if (!HAK_FAST_STATS) _hak_guard_printf(fd, "  (hits and frees count slow paths only; build with FAST_STATS=1 to count the fast path)\n");
+  report_locks(fd, st);
 }
 
 static void report_warm_pool(int fd, const struct hak_stats *st) {
@@ -147,6 +174,13 @@ static void report_json(int fd, const struct hak_stats *st) {
 #define HAK_JSON_SCALAR(name, doc) _hak_guard_printf(fd, ",\n  \"%s\": %llu", #name, (unsigned long long)st->name);
   HAK_STATS_SCALARS(HAK_JSON_SCALAR)
 #undef HAK_JSON_SCALAR
+  struct hak_lock_counts lk[HAK_LOCK_KINDS];
+  _hak_lock_counts(lk);
+  _hak_guard_printf(fd, ",\n  \"allocator_calls\": %llu,\n  \"locks\": {", (unsigned long long)allocator_calls(st));
+  for (unsigned k = 0; k < HAK_LOCK_KINDS; k++)
+    _hak_guard_printf(fd, "%s\"%s\": {\"acquired\": %llu, \"contended\": %llu}", k ? ", " : "", lk[k].name,
+                      (unsigned long long)lk[k].acquired, (unsigned long long)lk[k].contended);
+  _hak_guard_printf(fd, "}");
   uint64_t sizes[HAK_NCLS];
   for (unsigned c = 0; c < HAK_NCLS; c++) sizes[c] = _hak_classes[c].size;
   json_array(fd, "class_size", sizes);

@@ -1,7 +1,7 @@
 /* thread.c — thread lifecycle: process init, one heap per thread (created on
  * the thread's first slow path, flushed and returned at its exit, then
- * reused), and fork safety (every lock held across fork, reset in the
- * child). */
+ * reused), and the registration of the fork handlers (lock.c: every lock
+ * held across fork, made free in the child). */
 #include "hakmem_internal.h"
 
 #include <pthread.h>
@@ -15,13 +15,10 @@ uint64_t _hak_thread_free_key;
 
 static pthread_key_t heap_key;
 static _Atomic int init_state;                 /* 0 no, 1 running, 2 done */
-static hak_lock_t heaps_lock;
+hak_lock_t _hak_thread_heaps_lock;
 static struct hak_heap *heaps_all, *heaps_free;
 
 static void thread_exit(void *arg);
-static void fork_prepare(void);
-static void fork_parent(void);
-static void fork_child(void);
 
 #if !HAK_SHARED_LIB
 /* The free key of the static library marks blocks that are free (word 1).
@@ -47,6 +44,7 @@ void _hak_thread_init(void) {
     while (!_hak_thread_initialized()) sched_yield();
     return;
   }
+  _hak_lock_init();
   _hak_class_init();
   _hak_class_table_init();
   _hak_options_init();
@@ -56,7 +54,7 @@ void _hak_thread_init(void) {
 #endif
   pthread_key_create(&heap_key, thread_exit);
   atomic_store_explicit(&init_state, 2, memory_order_release);
-  pthread_atfork(fork_prepare, fork_parent, fork_child);
+  pthread_atfork(_hak_lock_fork_prepare, _hak_lock_fork_parent, _hak_lock_fork_child);
   if (_hak_options_get(HAK_OPT_PRINT_OPTIONS)) _hak_options_print();
 }
 
@@ -65,7 +63,7 @@ __attribute__((destructor)) static void hak_shutdown(void) { _hak_stats_at_exit(
 
 static struct hak_heap *heap_create(void) {
   _hak_thread_init();
-  hak_lock(&heaps_lock);
+  hak_lock(&_hak_thread_heaps_lock);
   struct hak_heap *h = heaps_free;
   if (h) {
     heaps_free = h->next_free;
@@ -74,7 +72,7 @@ static struct hak_heap *heap_create(void) {
     heaps_all = h;
   }
   if (h) h->live = true;
-  hak_unlock(&heaps_lock);
+  hak_unlock(&_hak_thread_heaps_lock);
   if (!h) return NULL;
   _hak_front_heap_init(h);
   _hak_thread_tls.heap = h;
@@ -108,41 +106,16 @@ static void thread_exit(void *arg) {
   _hak_stats_merge_heap(h);
   _hak_thread_tls.heap = NULL;
   _hak_thread_tls.exited = true;
-  hak_lock(&heaps_lock);
+  hak_lock(&_hak_thread_heaps_lock);
   h->live = false;
   h->next_free = heaps_free;
   heaps_free = h;
-  hak_unlock(&heaps_lock);
+  hak_unlock(&_hak_thread_heaps_lock);
 }
 
 void _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg) {
-  hak_lock(&heaps_lock);
+  hak_lock(&_hak_thread_heaps_lock);
   for (struct hak_heap *h = heaps_all; h; h = h->next_all)
     if (h->live) fn(h, arg);
-  hak_unlock(&heaps_lock);
-}
-
-/* fork: hold every lock (in the one order they nest: heaps, pools, large,
- * metadata arena) so the child never inherits one held by a thread that
- * does not exist there. */
-static void fork_prepare(void) {
-  hak_lock(&heaps_lock);
-  _hak_slab_fork_prepare();
-  _hak_span_fork_prepare();
-  _hak_large_fork_prepare();
-  _hak_os_fork_prepare();
-}
-static void fork_parent(void) {
-  _hak_os_fork_parent();
-  _hak_large_fork_parent();
-  _hak_span_fork_parent();
-  _hak_slab_fork_parent();
-  hak_unlock(&heaps_lock);
-}
-static void fork_child(void) {
-  _hak_os_fork_child();
-  _hak_large_fork_child();
-  _hak_span_fork_child();
-  _hak_slab_fork_child();
-  atomic_store(&heaps_lock.held, 0);
+  hak_unlock(&_hak_thread_heaps_lock);
 }
