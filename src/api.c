@@ -36,35 +36,52 @@ static int live_class(void *p, const char *call) {
   return c;
 }
 
-/* A valid, not-free block the inline free could not take: a full list
- * (its credit went from 0 to -1) or a thread with no heap. */
-void _hak_free_front(void *p) {
-  _hak_front_free_slow(p, hak_map_class(hak_map_slot((uintptr_t)p)));   /* (the fast path checked p) */
+/* The first step of the slow free: a used span block (span.c) goes on this
+ * thread's list while the list has credit, with the checks of the inline
+ * free (block start, not already free). 1: pushed; -1: a valid, not-free
+ * block whose list had no credit (its credit is -1 now, and *f its front
+ * slot); 0: anything else. */
+static inline int span_push(void *p, unsigned *f) {
+  uintptr_t a = (uintptr_t)p;
+  if (a >> HAK_REGION_SHIFT != HAK_SPAN_SLOT) return 0;
+  void **b = p;
+  void *key = HAK_FREE_KEY;
+  *f = HAK_RACY_LOAD(_hak_span_front[(uint32_t)a >> HAK_SPAN_STEP_SHIFT]);
+  if (*f == 0 || (a & (HAK_SPAN_COLOR_STEP - 1)) != 0 || b[1] == key) return 0;
+  if (!hak_home_push(*f + HAK_HOME_BASE, b)) return -1;
+  b[1] = key;
+#if HAK_FAST_STATS
+  _hak_thread_tls.heap->stats.frees[*f - 1]++;
+#endif
+  return 1;
 }
 
-/* Every free neither the inline path nor hak_span_push could take. */
-static __attribute__((noinline)) void free_other(void *p, const char *call) {
+/* A pointer that is not a span block with room on its list: a live block
+ * of a class goes to the front's slow free (a block of a region other than
+ * its class's home, or a span block whose list is full), then a Large
+ * block, then the guard (a C library block, or a bad pointer). Out of line:
+ * the span push before it saves no registers. */
+static __attribute__((noinline)) void free_by_kind(void *p, const char *call) {
   if (!p) return;
   struct hak_heap *h = _hak_thread_tls.heap;
   if (h) h->stats.free_slow++;
   int c = live_class(p, call);
-  if (c >= 0) {
-    _hak_front_free_slow(p, (unsigned)c);          /* pushes, spilling first if full (a purge tick) */
-    return;
-  }
+  if (c >= 0) { _hak_front_free_slow(p, (unsigned)c); return; }   /* spills first if full (a purge tick) */
   _hak_purge_tick();
   if (_hak_large_free(p, call)) return;
   _hak_guard_foreign_free(p, call);
 }
 
-/* HAK_SLOW: every free the inline path could not take; span blocks first
- * (their slot's map entry sends every one of them here). */
+/* HAK_SLOW: every free the inline path could not take. A span block goes
+ * on its list (every span block comes here: its slot lies past the home
+ * slots), or to the front's slow free when the list is full; everything
+ * else is sorted by free_by_kind. */
 void _hak_api_free_slow(void *p, const char *call) {
   unsigned f;
-  int pushed = hak_span_push(p, &f);
+  int pushed = span_push(p, &f);
   if (HAK_LIKELY(pushed > 0)) return;
-  if (pushed < 0) _hak_front_free_slow(p, f - 1);   /* its list is full */
-  else free_other(p, call);
+  if (pushed < 0) _hak_front_free_slow(p, f - 1);
+  else free_by_kind(p, call);
 }
 
 /* ---- the API ------------------------------------------------------------------ */

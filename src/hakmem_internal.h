@@ -36,9 +36,13 @@
  * Large large.c; purge purge.c; thread exit thread.c; fork lock.c; locks lock.c;
  * options options.c; stats stats.c; bad pointers guard.c.
  *
- * Fast paths are the static inline functions at the end of this file
- * (HAK_FAST); every rare case goes to one out-of-line slow path per tier
- * (HAK_SLOW). */
+ * Fast paths are the HAK_FAST functions at the end of this file (always
+ * inlined: malloc, free, and the thread front's list and credit under
+ * them). Every rare case goes to an out-of-line slow path declared HAK_SLOW
+ * (never inlined, cold): _hak_api_malloc_slow, _hak_api_free_slow (the
+ * slow free: span blocks, then every other kind of pointer), the thread
+ * front's _hak_front_alloc_slow and _hak_front_free_slow, _hak_lock_slow,
+ * and the guard's reports of bad pointers. */
 #ifndef HAKMEM_INTERNAL_H
 #define HAKMEM_INTERNAL_H
 
@@ -313,10 +317,10 @@ typedef struct {
   _Atomic uint64_t acquired;         /* written by the holder only             */
   _Atomic uint64_t contended;        /* acquisitions that found it held        */
 } hak_lock_t;
-void _hak_lock_slow(hak_lock_t *l);                 /* held: spin, then yield  */
-void _hak_lock_order_take(const hak_lock_t *l);     /* debug builds            */
-void _hak_lock_order_drop(const hak_lock_t *l);
-HAK_FAST void hak_lock_count(_Atomic uint64_t *n) {
+HAK_SLOW void _hak_lock_slow(hak_lock_t *l);                 /* held: spin, then yield  */
+HAK_SLOW void _hak_lock_order_take(const hak_lock_t *l);     /* debug builds            */
+HAK_SLOW void _hak_lock_order_drop(const hak_lock_t *l);
+static inline void hak_lock_count(_Atomic uint64_t *n) {
   atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1, memory_order_relaxed);
 }
 static inline void hak_lock(hak_lock_t *l) {
@@ -475,7 +479,7 @@ HAK_FAST unsigned hak_entry_front(intptr_t e) {
   return (unsigned)((e - hak_size_entry(0)) / (intptr_t)sizeof(void *));
 }
 /* The TCB word that entry 0 reads (_hak_class_table_init checks it). */
-HAK_FAST uint64_t hak_tcb_zero_word(void) {
+static inline uint64_t hak_tcb_zero_word(void) {
   uint64_t w;
   __asm__ volatile("movq %%fs:%c1, %0" : "=r"(w) : "i"(HAK_TCB_ZERO));
   return w;
@@ -581,8 +585,8 @@ void   _hak_purge_tick(void);             /* slow paths call it       */
 size_t _hak_purge_all(void);              /* malloc_trim, out of memory */
 
 /* ---- front.c -------------------------------------------------------------- */
-void *_hak_front_alloc_slow(unsigned c);          /* list empty, or no heap yet   */
-void  _hak_front_free_slow(void *p, unsigned c);  /* list full, or no heap yet    */
+HAK_SLOW void *_hak_front_alloc_slow(unsigned c);          /* list empty, or no heap yet   */
+HAK_SLOW void  _hak_front_free_slow(void *p, unsigned c);  /* list full, or no heap yet    */
 void  _hak_front_heap_init(struct hak_heap *h);
 void  _hak_front_heap_flush(struct hak_heap *h);
 unsigned _hak_front_max_cap(unsigned c);
@@ -601,7 +605,7 @@ void  _hak_front_init(void);                      /* after the options          
  * HAK_SPAN_COLORS) bytes into its run's first page. _hak_span_front has a
  * byte per HAK_SPAN_COLOR_STEP of the slot: HAK_FRONT(class) at a used
  * block's start, 0 everywhere else (written under the heap's lock, read by
- * hak_span_push; 16 MiB of address space, a page of it resident per MiB of
+ * the slow free (api.c); 16 MiB of address space, a page of it resident per MiB of
  * the heap). */
 #define HAK_SPAN_SLOT       (HAK_HOME_BASE + HAK_NFRONT)   /* past the home slots: */
 _Static_assert(HAK_SPAN_SLOT < HAK_FIRST_SLOT, "the inline free's first compare sends its blocks on");
@@ -678,22 +682,21 @@ void  _hak_stats_at_exit(void);
 void  _hak_stats_gauge_add(_Atomic int64_t *g, _Atomic int64_t *peak, int64_t delta);
 
 /* ---- guard.c --------------------------------------------------------------- */
-__attribute__((noreturn)) void _hak_guard_assert_failed(const char *what, const char *file, int line);
+HAK_SLOW __attribute__((noreturn)) void _hak_guard_assert_failed(const char *what, const char *file, int line);
 /* A pointer that is not a live hakmem block: hand it to the C library when it
  * is one of its blocks, else one line on stderr and abort (or ignore). */
-void   _hak_guard_foreign_free(void *p, const char *call);
-size_t _hak_guard_foreign_usable(const void *p, const char *call);
-void  *_hak_guard_foreign_realloc(void *p, size_t n, const char *call);
-__attribute__((noreturn)) void _hak_guard_double_free(const void *p, const char *call, size_t size); /* size 0: unknown */
-__attribute__((noreturn)) void _hak_guard_bad_pointer(const void *p, const char *call, const char *why);
+HAK_SLOW void   _hak_guard_foreign_free(void *p, const char *call);
+HAK_SLOW size_t _hak_guard_foreign_usable(const void *p, const char *call);
+HAK_SLOW void  *_hak_guard_foreign_realloc(void *p, size_t n, const char *call);
+HAK_SLOW __attribute__((noreturn)) void _hak_guard_double_free(const void *p, const char *call, size_t size); /* size 0: unknown */
+HAK_SLOW __attribute__((noreturn)) void _hak_guard_bad_pointer(const void *p, const char *call, const char *why);
 /* printf to stderr / to fd through a stack buffer: never allocates. */
 void   _hak_guard_write(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void   _hak_guard_printf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- api.c ----------------------------------------------------------------- */
-void  *_hak_api_malloc_slow(size_t n);
-void   _hak_api_free_slow(void *p, const char *call);
-void   _hak_free_front(void *p);         /* a valid block whose list was full */
+HAK_SLOW void *_hak_api_malloc_slow(size_t n);
+HAK_SLOW void  _hak_api_free_slow(void *p, const char *call);
 
 /* ======================================================================= */
 /* Fast paths                                                                */
@@ -725,7 +728,7 @@ HAK_FAST bool hak_map_is_block(uintptr_t a, uintptr_t *slot) {
 HAK_FAST unsigned hak_map_class(uintptr_t slot) { return _hak_region_map.front[slot] - 1u; }
 
 /* The class of p when p is the start of a block in a class region, else -1. */
-HAK_FAST int hak_block_class(const void *p) {
+static inline int hak_block_class(const void *p) {
   uintptr_t slot;
   return hak_map_is_block((uintptr_t)p, &slot) ? (int)hak_map_class(slot) : -1;
 }
@@ -788,26 +791,6 @@ HAK_FAST void *hak_list_pop(intptr_t e) {
   return b;
 }
 
-/* The first step of free's slow path: a used span block (span.c) goes on
- * this thread's list while the list has credit, with the checks of the
- * inline free (block start, not already free). 1: pushed; -1: a valid,
- * not-free block whose list had no credit (its credit is -1 now, and *f
- * its front slot); 0: anything else. */
-HAK_FAST int hak_span_push(void *p, unsigned *f) {
-  uintptr_t a = (uintptr_t)p;
-  if (a >> HAK_REGION_SHIFT != HAK_SPAN_SLOT) return 0;
-  void **b = p;
-  void *key = HAK_FREE_KEY;
-  *f = HAK_RACY_LOAD(_hak_span_front[(uint32_t)a >> HAK_SPAN_STEP_SHIFT]);
-  if (*f == 0 || (a & (HAK_SPAN_COLOR_STEP - 1)) != 0 || b[1] == key) return 0;
-  if (!hak_home_push(*f + HAK_HOME_BASE, b)) return -1;
-  b[1] = key;
-#if HAK_FAST_STATS
-  _hak_thread_tls.heap->stats.frees[*f - 1]++;
-#endif
-  return 1;
-}
-
 /* HAK_FAST malloc: pop the thread front's list of the class. One branch
  * besides the size test (a size whose table entry is not written yet finds
  * an empty list: the TCB word on x86-64, slot 0 elsewhere); everything else
@@ -823,8 +806,9 @@ HAK_FAST void *hak_malloc_inline(size_t n) {
 /* HAK_FAST free: a block of a class's home region (slot s, list
  * s - HAK_HOME_BASE) goes on this thread's list while the list has credit.
  * The checks (block start below the region's mapped end, not already free)
- * cost one compare each; anything else (full list, other regions, Large,
- * foreign, bad pointers) goes to a slow path. */
+ * cost one compare each. A full list goes to the front's slow free;
+ * anything else (span blocks, other regions, Large, foreign, bad pointers)
+ * to _hak_api_free_slow. */
 HAK_FAST void hak_free_inline(void *p) {
   uintptr_t a = (uintptr_t)p, s = a >> HAK_REGION_SHIFT;
   if (HAK_LIKELY(s < HAK_HOME_BASE + HAK_NFRONT &&
@@ -839,7 +823,7 @@ HAK_FAST void hak_free_inline(void *p) {
 #endif
         return;
       }
-      _hak_free_front(p);
+      _hak_front_free_slow(p, (unsigned)(s - HAK_HOME_BASE - 1));   /* a home slot: its class */
       return;
     }
   }

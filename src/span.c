@@ -14,7 +14,7 @@
  *
  * The slot is HAK_SPAN_SLOT, the one after the home slots, so free's
  * inline path sends span blocks on at its first compare, to the slow path
- * whose first step (hak_span_push) finds the block's class in
+ * whose first step (span_push, api.c) finds the block's class in
  * _hak_span_front. Every change is made under the span lock; the
  * page table is read without it only to check a pointer the caller holds (a
  * live run does not change under its owner) or to describe a bad one. */
