@@ -60,15 +60,6 @@ static unsigned build_cap(unsigned c) {
   return _hak_classes[c].tier == HAK_TIER_L2 ? POOL_L2_RING_CAP : POOL_L25_RING_CAP;
 }
 
-/* The i-th number of a comma-separated list, or 0. */
-static unsigned list_item(const char *list, unsigned i) {
-  if (!list) return 0;
-  for (; i && *list; list++) if (*list == ',') i--;
-  unsigned v = 0;
-  for (; *list >= '0' && *list <= '9' && v < 100000; list++) v = v * 10 + (unsigned)(*list - '0');
-  return v;
-}
-
 /* The capacity of class c's ring: per-class list, else the pool's option;
  * at most the build capacity and HAK_RING_MAX_BYTES of blocks (a span
  * class: 2 blocks and HAKMEM_SPAN_CACHE_KB more), but 2 blocks if the pool
@@ -76,7 +67,7 @@ static unsigned list_item(const char *list, unsigned i) {
 static unsigned ring_cap(unsigned c) {
   bool l2 = _hak_classes[c].tier == HAK_TIER_L2;
   unsigned first = l2 ? HAK_NTINY : HAK_NTINY + HAK_NL2;
-  unsigned cap = list_item(_hak_options_text(l2 ? HAK_OPT_L2_RING_CAPS : HAK_OPT_L25_RING_CAPS), c - first);
+  unsigned cap = _hak_options_list(l2 ? HAK_OPT_L2_RING_CAPS : HAK_OPT_L25_RING_CAPS, c - first);
   if (!cap) cap = (unsigned)_hak_options_get(l2 ? HAK_OPT_L2_RING_CAP : HAK_OPT_L25_RING_CAP);
   if (cap > build_cap(c)) cap = build_cap(c);
   size_t by_bytes = c >= HAK_SPAN_FIRST

@@ -427,19 +427,25 @@ struct hak_stats {
 #undef HAK_STAT_ARRAY
 };
 
-/* Process-wide gauges: changed on slow paths only. */
+/* Process-wide gauges, changed on slow paths only, declared once:
+ * X(name, PEAK or NONE (a name_peak gauge beside it), unit (KIB or COUNT),
+ * label, doc); stats.c generates the report and the JSON from this list.
+ * The SuperSlab counts per state are reported by state. */
+#define HAK_GAUGES(X) \
+  X(bytes_mapped,       PEAK, KIB,   "mapped",      "bytes mapped: class regions, the span heap, Large blocks") \
+  X(bytes_in_use,       PEAK, KIB,   "in use",      "bytes of blocks out of slabs, span runs and Large blocks") \
+  X(bytes_large,        PEAK, KIB,   "Large",       "bytes of live Large blocks") \
+  X(bytes_large_cached, NONE, KIB,   "large cache", "bytes of freed Large ranges kept for reuse") \
+  X(bytes_purged,       NONE, KIB,   "purged",      "bytes of free pages given back to the OS") \
+  X(purge_calls,        NONE, COUNT, "purge calls", "madvise calls that gave pages back") \
+  X(bytes_reused,       NONE, KIB,   "reused",      "released slabs, span pages and cached Large ranges handed out again")
+#define HAK_GAUGE_PEAK_FIELD_PEAK(name) _Atomic int64_t name##_peak;
+#define HAK_GAUGE_PEAK_FIELD_NONE(name)
 struct hak_gauges {
-  _Atomic int64_t bytes_mapped;      /* class regions + large blocks           */
-  _Atomic int64_t bytes_mapped_peak;
-  _Atomic int64_t bytes_in_use;      /* blocks out of slabs + large blocks     */
-  _Atomic int64_t bytes_in_use_peak;
-  _Atomic int64_t bytes_large_cached;
-  _Atomic int64_t bytes_large;       /* live Large blocks                      */
-  _Atomic int64_t bytes_large_peak;
+#define HAK_GAUGE_FIELD(name, peak, unit, label, doc) _Atomic int64_t name; HAK_GAUGE_PEAK_FIELD_##peak(name)
+  HAK_GAUGES(HAK_GAUGE_FIELD)
+#undef HAK_GAUGE_FIELD
   _Atomic int64_t ss_count[HAK_SS_NSTATES];
-  _Atomic int64_t bytes_purged;
-  _Atomic int64_t bytes_reused;      /* released slabs and cached Large ranges handed out again */
-  _Atomic int64_t purge_calls;
 };
 extern struct hak_gauges _hak_stats_gauges;
 
@@ -646,34 +652,46 @@ typedef void (*hak_thread_visit_fn)(struct hak_heap *h, void *arg);
 void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry lock held */
 
 /* ---- options.c ------------------------------------------------------------- */
-/* The options table: name (env HAKMEM_<name>), default, range, doc. */
+/* The options table: X(name (env HAKMEM_<name>), kind, default, lo, hi,
+ * words, doc).
+ * Kinds say how a value is typed, parsed (once, at init) and printed:
+ *   NUMBER  a decimal number, clamped to lo..hi with a warning
+ *   BOOL    0 or 1 (a number clamped to 0..1)
+ *   ENUM    one of its words ("abort|ignore"); the value is the word's
+ *           index (a number lo..hi is taken too)
+ *   LIST    comma-separated numbers, one per class from the tier's first
+ *           (_hak_options_list); an empty item is 0
+ *   REPORT  0, 1, or json:PATH (value 2; the path is _hak_options_path) */
 #define HAK_OPTIONS(X) \
-  X(STATS,            0, 0, 1,     "1: print counters at exit; json:PATH: write them as JSON") \
-  X(WARM_POOL_STATS,  0, 0, 1,     "1: print the warm pool per class at exit") \
-  X(WARM_POOL_CAP,   16, 1, HAK_WARM_MAX, "slabs kept per class in the Tiny warm pool") \
-  X(WARM_POOL_PREFILL, 3, 0, 16,   "extra slabs loaded when the warm pool runs empty") \
-  X(TINY_CACHE_KB,   64, 4, 1024,  "KiB a Tiny free list may grow to per class and thread (64 to 1024 blocks; 64 for a list used one way, 32 if only to free)") \
-  X(THREAD_CACHE_KB, 4096, 64, 1048576, "KiB of free blocks the lists of one thread may hold, all classes together") \
-  X(SPAN_CACHE_KB, 1024, 0, 1048576, "KiB of free blocks of 40 KiB to 1 MiB the lists of one thread may hold beyond 2 per class, those classes together") \
-  X(L2_RING_CAP,     POOL_L2_RING_CAP, 1, POOL_L2_RING_CAP, "capacity an L2 ring may grow to, per class (lowers the build's)") \
-  X(L25_RING_CAP,    POOL_L25_RING_CAP, 1, POOL_L25_RING_CAP, "capacity an L2.5 ring may grow to, per class (lowers the build's)") \
-  X(L2_RING_CAPS,     0, 0, 0,     "per-class L2 ring capacities, comma-separated from the smallest class (0: the pool's)") \
-  X(L25_RING_CAPS,    0, 0, 0,     "per-class L2.5 ring capacities, comma-separated (0: the pool's)") \
-  X(LARGE_CACHE_MB,  64, 0, 4096,  "MiB of freed Large mappings kept for reuse") \
-  X(PURGE_DELAY_MS,  50, 0, 60000, "ms before a free slab or cached Large range goes back to the OS, and an untouched thread list to the slabs") \
-  X(EMPTY_KEEP,       1, 0, 64,    "empty SuperSlabs per class kept committed for reuse") \
-  X(INVALID_FREE,     0, 0, 1,     "abort: an invalid free aborts; ignore: it is counted and skipped") \
-  X(PRINT_OPTIONS,    0, 0, 1,     "1: print this table with current values at start-up")
+  X(STATS,           REPORT,  0, 0, 1, NULL,    "1: print counters at exit; json:PATH: write them as JSON") \
+  X(WARM_POOL_STATS, BOOL,    0, 0, 1, NULL,    "1: print the warm pool per class at exit") \
+  X(WARM_POOL_CAP,   NUMBER, 16, 1, HAK_WARM_MAX, NULL, "slabs kept per class in the Tiny warm pool") \
+  X(WARM_POOL_PREFILL, NUMBER, 3, 0, 16, NULL,  "extra slabs loaded when the warm pool runs empty") \
+  X(TINY_CACHE_KB,   NUMBER, 64, 4, 1024, NULL, "KiB a Tiny free list may grow to per class and thread (64 to 1024 blocks; 64 for a list used one way, 32 if only to free)") \
+  X(THREAD_CACHE_KB, NUMBER, 4096, 64, 1048576, NULL, "KiB of free blocks the lists of one thread may hold, all classes together") \
+  X(SPAN_CACHE_KB,   NUMBER, 1024, 0, 1048576, NULL, "KiB of free blocks of 40 KiB to 1 MiB the lists of one thread may hold beyond 2 per class, those classes together") \
+  X(L2_RING_CAP,     NUMBER, POOL_L2_RING_CAP, 1, POOL_L2_RING_CAP, NULL, "capacity an L2 ring may grow to, per class (lowers the build's)") \
+  X(L25_RING_CAP,    NUMBER, POOL_L25_RING_CAP, 1, POOL_L25_RING_CAP, NULL, "capacity an L2.5 ring may grow to, per class (lowers the build's)") \
+  X(L2_RING_CAPS,    LIST,    0, 0, 0, NULL,    "per-class L2 ring capacities, comma-separated from the smallest class (0: the pool's)") \
+  X(L25_RING_CAPS,   LIST,    0, 0, 0, NULL,    "per-class L2.5 ring capacities, comma-separated (0: the pool's)") \
+  X(LARGE_CACHE_MB,  NUMBER, 64, 0, 4096, NULL, "MiB of freed Large mappings kept for reuse") \
+  X(PURGE_DELAY_MS,  NUMBER, 50, 0, 60000, NULL, "ms before a free slab or cached Large range goes back to the OS, and an untouched thread list to the slabs") \
+  X(EMPTY_KEEP,      NUMBER,  1, 0, 64, NULL,   "empty SuperSlabs per class kept committed for reuse") \
+  X(INVALID_FREE,    ENUM,    0, 0, 1, "abort|ignore", "abort: an invalid free aborts; ignore: it is counted and skipped") \
+  X(PRINT_OPTIONS,   BOOL,    0, 0, 1, NULL,    "1: print this table with current values at start-up")
+#define HAK_OPT_LIST_MAX HAK_NL2               /* items a LIST option holds */
 
+enum hak_option_kind { HAK_KIND_NUMBER, HAK_KIND_BOOL, HAK_KIND_ENUM, HAK_KIND_LIST, HAK_KIND_REPORT };
 enum hak_option_id {
-#define HAK_OPT_ENUM(name, def, lo, hi, doc) HAK_OPT_##name,
-  HAK_OPTIONS(HAK_OPT_ENUM)
-#undef HAK_OPT_ENUM
+#define HAK_OPT_ENUM_ID(name, kind, def, lo, hi, words, doc) HAK_OPT_##name,
+  HAK_OPTIONS(HAK_OPT_ENUM_ID)
+#undef HAK_OPT_ENUM_ID
   HAK_OPT_COUNT
 };
 void  _hak_options_init(void);
 long  _hak_options_get(enum hak_option_id id);
-const char *_hak_options_text(enum hak_option_id id);  /* raw text or NULL  */
+unsigned _hak_options_list(enum hak_option_id id, unsigned i);  /* LIST: item i, or 0 */
+const char *_hak_options_path(enum hak_option_id id);           /* REPORT: the json path or NULL */
 void  _hak_options_print(void);
 
 /* ---- stats.c --------------------------------------------------------------- */

@@ -79,6 +79,19 @@ static void report_locks(int fd, const struct hak_stats *st) {
                       (unsigned long long)lk[k].contended, per_million(lk[k].contended, calls), lk[k].doc);
 }
 
+/* The gauges of HAK_GAUGES, with their peaks. */
+struct gauge_desc { const char *name, *label; _Atomic int64_t *value, *peak; bool kib; };
+#define HAK_GAUGE_PEAK_PTR_PEAK(name) &_hak_stats_gauges.name##_peak
+#define HAK_GAUGE_PEAK_PTR_NONE(name) NULL
+#define HAK_GAUGE_KIB_KIB   true
+#define HAK_GAUGE_KIB_COUNT false
+static const struct gauge_desc gauges[] = {
+#define HAK_GAUGE_DESC(name, peak, unit, label, doc) \
+  { #name, label, &_hak_stats_gauges.name, HAK_GAUGE_PEAK_PTR_##peak(name), HAK_GAUGE_KIB_##unit },
+  HAK_GAUGES(HAK_GAUGE_DESC)
+#undef HAK_GAUGE_DESC
+};
+
 /* ---- text report ---------------------------------------------------------- */
 static const char *tier_name(unsigned c) {
   static const char *const names[] = { "tiny", "L2", "L2.5", "large" };
@@ -89,13 +102,21 @@ static bool class_active(const struct hak_stats *st, unsigned c) {
   return st->hits[c] || st->misses[c] || st->frees[c] || st->refills[c];
 }
 
+/* One line: "memory: mapped N KiB (peak N), in use ...". */
+static void report_gauges_text(int fd) {
+  _hak_guard_printf(fd, "  memory:");
+  for (unsigned i = 0; i < sizeof gauges / sizeof gauges[0]; i++) {
+    const struct gauge_desc *g = &gauges[i];
+    int shift = g->kib ? 10 : 0;
+    _hak_guard_printf(fd, "%s %s %lld%s", i ? "," : "", g->label, (long long)gauge(g->value) >> shift, g->kib ? " KiB" : "");
+    if (g->peak) _hak_guard_printf(fd, " (peak %lld)", (long long)gauge(g->peak) >> shift);
+  }
+  _hak_guard_printf(fd, "\n");
+}
+
 static void report_text(int fd, const struct hak_stats *st) {
   _hak_guard_printf(fd, "hakmem %s statistics (pid %d)\n", HAKMEM_VERSION, (int)getpid());
-  _hak_guard_printf(fd, "  memory: mapped %lld KiB (peak %lld), in use %lld KiB (peak %lld), large cache %lld KiB, purged %lld KiB in %lld calls, reused %lld KiB\n",
-          (long long)gauge(&_hak_stats_gauges.bytes_mapped) >> 10, (long long)gauge(&_hak_stats_gauges.bytes_mapped_peak) >> 10,
-          (long long)gauge(&_hak_stats_gauges.bytes_in_use) >> 10, (long long)gauge(&_hak_stats_gauges.bytes_in_use_peak) >> 10,
-          (long long)gauge(&_hak_stats_gauges.bytes_large_cached) >> 10, (long long)gauge(&_hak_stats_gauges.bytes_purged) >> 10,
-          (long long)gauge(&_hak_stats_gauges.purge_calls), (long long)gauge(&_hak_stats_gauges.bytes_reused) >> 10);
+  report_gauges_text(fd);
   _hak_guard_printf(fd, "  thread front: %zu B of list heads and credits per thread (TLS); a thread caches at most %zu KiB of Tiny blocks and %zu KiB in its L2 / L2.5 rings\n",
                     sizeof(struct hak_tls), _hak_front_max_bytes(0, HAK_NTINY) >> 10,
                     _hak_front_max_bytes(HAK_NTINY, HAK_NCLS) >> 10);
@@ -150,13 +171,11 @@ static void json_array(int fd, const char *name, const uint64_t *v) {
 static void report_json(int fd, const struct hak_stats *st) {
   _hak_guard_printf(fd, "{\n  \"version\": \"%s\",\n  \"pid\": %d,\n  \"fast_stats\": %s", HAKMEM_VERSION,
           (int)getpid(), HAK_FAST_STATS ? "true" : "false");
-  _hak_guard_printf(fd, ",\n  \"bytes_mapped\": %lld,\n  \"bytes_mapped_peak\": %lld,\n  \"bytes_in_use\": %lld,\n"
-              "  \"bytes_in_use_peak\": %lld,\n  \"bytes_large_cached\": %lld,\n  \"bytes_purged\": %lld,\n"
-              "  \"purge_calls\": %lld,\n  \"bytes_reused\": %lld",
-          (long long)gauge(&_hak_stats_gauges.bytes_mapped), (long long)gauge(&_hak_stats_gauges.bytes_mapped_peak),
-          (long long)gauge(&_hak_stats_gauges.bytes_in_use), (long long)gauge(&_hak_stats_gauges.bytes_in_use_peak),
-          (long long)gauge(&_hak_stats_gauges.bytes_large_cached), (long long)gauge(&_hak_stats_gauges.bytes_purged),
-          (long long)gauge(&_hak_stats_gauges.purge_calls), (long long)gauge(&_hak_stats_gauges.bytes_reused));
+  for (unsigned i = 0; i < sizeof gauges / sizeof gauges[0]; i++) {
+    const struct gauge_desc *g = &gauges[i];
+    _hak_guard_printf(fd, ",\n  \"%s\": %lld", g->name, (long long)gauge(g->value));
+    if (g->peak) _hak_guard_printf(fd, ",\n  \"%s_peak\": %lld", g->name, (long long)gauge(g->peak));
+  }
   _hak_guard_printf(fd, ",\n  \"tls_bytes_per_thread\": %zu,\n  \"tiny_cache_max_bytes_per_thread\": %zu,\n"
                     "  \"ring_max_bytes_per_thread\": %zu", sizeof(struct hak_tls),
                     _hak_front_max_bytes(0, HAK_NTINY), _hak_front_max_bytes(HAK_NTINY, HAK_NCLS));
@@ -214,7 +233,7 @@ void _hak_stats_at_exit(void) {
   stats_snapshot(&st);
   if (mode == 1) report_text(2, &st);
   if (mode == 2) {
-    const char *path = _hak_options_text(HAK_OPT_STATS) + 5;     /* after "json:" */
+    const char *path = _hak_options_path(HAK_OPT_STATS);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) _hak_guard_write("hakmem: cannot write statistics to %s (errno %d)\n", path, errno);
     else { report_json(fd, &st); close(fd); }
