@@ -179,6 +179,16 @@ static inline unsigned list_length(const void *list) {
   for (void *const *b = list; b; b = b[0]) n++;
   return n;
 }
+/* cap_bytes and span_cap_bytes are the sums they are written to be
+ * (struct hak_heap). */
+static bool heap_sums_ok(const struct hak_heap *h) {
+  size_t bytes = 0, span_bytes = 0;
+  for (unsigned c = 0; c < HAK_NCLS; c++) {
+    bytes += (size_t)h->cap[c] * _hak_classes[c].size;
+    span_bytes += span_extra(c, h->cap[c]);
+  }
+  return bytes == h->cap_bytes && span_bytes == h->span_cap_bytes;
+}
 /* Debug builds: the invariants of the front of class c. */
 #define CHECK_FRONT(h, c) \
   HAK_ASSERT(list_length(HAK_LIST(c)) + (uint64_t)HAK_CREDIT(c) == (h)->cap[c] && \
@@ -186,7 +196,7 @@ static inline unsigned list_length(const void *list) {
              (h)->span_cap_bytes <= span_budget && \
              ((h)->ways[c] == HAK_WAY_BOTH || (h)->cap[c] <= HAK_ONE_WAY_CAP) && \
              ((h)->ways[c] != HAK_WAY_FREE || (h)->cap[c] <= HAK_FREE_ONLY_CAP) && \
-             _hak_thread_tls.head[0] == NULL && _hak_thread_tls.credit[0] == 0)
+             _hak_thread_tls.head[0] == NULL && _hak_thread_tls.credit[0] == 0 && heap_sums_ok(h))
 
 /* The list of class c ran empty under malloc (way HAK_WAY_MALLOC), or was
  * full under free (HAK_WAY_FREE): its capacity goes from 0 to the start

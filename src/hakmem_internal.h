@@ -216,14 +216,21 @@ extern uint64_t _hak_thread_free_key;
 
 /* ---- slabs --------------------------------------------------------------- */
 /* One slab: a run of blocks of one class, owned by at most one heap.
- * Invariants (checked by _hak_slab_check in debug builds):
+ * Invariants (checked in debug builds: _hak_slab_check by the owner, or
+ * under the pool lock; the xowner rules where slabs change hands):
  *   carved <= capacity; used <= carved; nfree == |free|;
- *   used + |free| + |xremote| == carved  (used counts blocks handed to a
- *   thread front or the program);
+ *   used + |free| == carved and |xremote| <= used (used counts blocks out
+ *   of the slab: in a thread front, in the program, or freed by another
+ *   thread onto xremote and not collected yet; |xremote| is the length in
+ *   its high bits);
  *   every block on free/xremote is a block start inside this slab;
  *   xowner == NULL  =>  the slab is in no heap; xlisted == 1 then means it
- *   sits on its class's shared partial list (or is being adopted);
- *   xowner == h  =>  the slab is h's current slab or in h's warm pool. */
+ *   sits on its class's shared partial list (or is being adopted): every
+ *   slab on that list has xowner == NULL and xlisted == 1;
+ *   xowner == h  =>  the slab is h's current slab or in h's warm pool
+ *   (outside _hak_slab_acquire and _hak_slab_detach, which make and break
+ *   that link): a heap's current and warm slabs are its own, and a block
+ *   returned to a slab of xowner h is returned to one of those. */
 enum hak_slab_state { HAK_SLAB_FREE = 0, HAK_SLAB_ACTIVE = 1 };
 struct hak_heap;
 struct hak_superslab;

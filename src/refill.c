@@ -66,6 +66,18 @@ static struct hak_slab *next_slab(struct hak_heap *h, unsigned c) {
   return s;
 }
 
+/* Debug builds: h's current and warm slabs of class c are its own
+ * (struct hak_slab's xowner rules), each once. */
+static void check_owned(const struct hak_heap *h, unsigned c) {
+  if (!HAK_DEBUG) return;
+  const struct hak_slab *cur = h->cur[c];
+  HAK_ASSERT(!cur || atomic_load(&cur->xowner) == h);
+  for (unsigned i = 0; c < HAK_NTINY && i < h->warm_n[c]; i++) {
+    HAK_ASSERT(atomic_load(&h->warm[c][i]->xowner) == h && h->warm[c][i] != cur);
+    for (unsigned j = 0; j < i; j++) HAK_ASSERT(h->warm[c][j] != h->warm[c][i]);
+  }
+}
+
 /* About max blocks of class c for heap h's front (more, up to room, when a
  * slab's whole free list can go without a walk), as a list linked through
  * word 0 (each with word 1 = free key). Returns how many; 0 = out of memory. */
@@ -98,6 +110,7 @@ unsigned _hak_refill_take(struct hak_heap *h, unsigned c, unsigned max, unsigned
   }
   h->stats.refills[c]++;
   *chain = list;
+  check_owned(h, c);
   return got;
 }
 

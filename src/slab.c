@@ -9,6 +9,14 @@
 struct hak_pool _hak_slab_pools[HAK_NCLS];
 #define HAK_CARVE_BYTES   4096u          /* a Tiny refill carves at most this many bytes of fresh blocks */
 
+/* Debug builds: s (class c) is h's current slab or in its warm pool. */
+static bool heap_holds(const struct hak_heap *h, unsigned c, const struct hak_slab *s) {
+  if (h->cur[c] == s) return true;
+  for (unsigned i = 0; c < HAK_NTINY && i < h->warm_n[c]; i++)
+    if (h->warm[c][i] == s) return true;
+  return false;
+}
+
 /* ---- one slab ------------------------------------------------------------ */
 static inline uint64_t class_bytes(unsigned c, uint64_t blocks) {
   return blocks * _hak_classes[c].size;
@@ -45,6 +53,7 @@ static void collect_remote(struct hak_heap *h, struct hak_slab *s) {
  * that thread's cache, and walking them costs a miss each. */
 unsigned _hak_slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, unsigned room, bool carve_ok, void **list) {
   unsigned n = 0;
+  HAK_ASSERT(atomic_load(&s->xowner) == h && heap_holds(h, s->cls, s));
   if (!s->free && atomic_load_explicit(&s->xremote, memory_order_relaxed)) collect_remote(h, s);
   if (!*list && s->free && s->nfree <= room) {
     *list = s->free;
@@ -96,6 +105,7 @@ static inline void npartial_add(struct hak_pool *pool, int delta) {
 
 static void partial_push(struct hak_slab *s) {
   struct hak_pool *pool = &_hak_slab_pools[s->cls];
+  HAK_ASSERT(atomic_load(&s->xowner) == NULL && atomic_load(&s->xlisted) == 1);
   hak_lock(&pool->lock);
   s->next = pool->partial;
   pool->partial = s;
@@ -135,6 +145,7 @@ struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok
   hak_lock(&pool->lock);
   struct hak_slab *s = pool->partial;           /* the newest ownerless slab */
   if (s) {
+    HAK_ASSERT(atomic_load(&s->xowner) == NULL && atomic_load(&s->xlisted) == 1);
     pool->partial = s->next;
     npartial_add(pool, -1);
     s->next = NULL;
@@ -182,6 +193,7 @@ void _hak_slab_return(struct hak_heap *h, unsigned c, void *chain) {
     while (tail[0] && (uintptr_t)tail[0] - s->start < slab_bytes) { tail = tail[0]; n++; }
     chain = tail[0];
     if (h && atomic_load_explicit(&s->xowner, memory_order_relaxed) == h) {
+      HAK_ASSERT(heap_holds(h, c, s));
       tail[0] = s->free;
       s->free = head;
       s->nfree += n;
@@ -201,6 +213,7 @@ void _hak_slab_release_empty(struct hak_pool *pool) {
   struct hak_slab **link = &pool->partial;
   while (*link) {
     struct hak_slab *s = *link;
+    HAK_ASSERT(atomic_load(&s->xowner) == NULL && atomic_load(&s->xlisted) == 1);
     collect_remote(NULL, s);
     if (s->used == 0) {
       *link = s->next;
@@ -213,15 +226,28 @@ void _hak_slab_release_empty(struct hak_pool *pool) {
 }
 
 /* Debug builds: the invariants written beside struct hak_slab. */
-void _hak_slab_check(const struct hak_slab *s) {
-  if (!HAK_DEBUG) return;
+/* The blocks of the chain from b are block starts inside s; how many. */
+static uint32_t chain_check(const struct hak_slab *s, void *const *b, uint32_t most) {
   const struct hak_class *k = &_hak_classes[s->cls];
-  HAK_ASSERT(s->carved <= s->capacity && s->used <= s->carved);
-  uint32_t nfree = 0;
-  for (void **b = s->free; b; b = b[0]) {
+  uint32_t n = 0;
+  for (; b; b = b[0]) {
     HAK_ASSERT((uintptr_t)b >= s->start && (uintptr_t)b < s->start + k->slab_bytes);
     HAK_ASSERT(((uintptr_t)b - s->start) % k->size == 0);
-    HAK_ASSERT(++nfree <= s->carved);
+    HAK_ASSERT(++n <= most);
   }
-  HAK_ASSERT(nfree == s->nfree && s->used + nfree <= s->carved);
+  return n;
 }
+
+/* Debug builds: the invariants written beside struct hak_slab that one
+ * slab shows (the owner, or the pool lock, calls it: blocks pushed on
+ * xremote meanwhile are not taken off, so a snapshot of it stays valid). */
+void _hak_slab_check(const struct hak_slab *s) {
+  if (!HAK_DEBUG) return;
+  HAK_ASSERT(s->carved <= s->capacity && s->used <= s->carved);
+  HAK_ASSERT(chain_check(s, s->free, s->carved) == s->nfree);
+  HAK_ASSERT(s->used + s->nfree == s->carved);
+  uintptr_t x = atomic_load_explicit(&s->xremote, memory_order_acquire);
+  HAK_ASSERT(chain_check(s, (void *const *)HAK_REMOTE_HEAD(x), s->used) == HAK_REMOTE_COUNT(x));
+  HAK_ASSERT(HAK_REMOTE_COUNT(x) <= s->used);
+}
+

@@ -14,6 +14,18 @@ static void set_state(struct hak_superslab *ss, unsigned state) {
   ss->state = (uint8_t)state;
 }
 
+/* Debug builds: the invariants written beside struct hak_superslab, for a
+ * mapped SuperSlab. */
+static void ss_check(const struct hak_superslab *ss) {
+  if (!HAK_DEBUG) return;
+  unsigned free = 0;
+  for (unsigned i = 0; i < ss->nslabs; i++) free += ss->slabs[i].state == HAK_SLAB_FREE;
+  HAK_ASSERT(ss->free_slabs == free);
+  HAK_ASSERT((ss->state == HAK_SS_EMPTY) == (ss->free_slabs == ss->nslabs));
+  HAK_ASSERT(ss->state != HAK_SS_DRAINING ||
+             ss->free_slabs * HAK_SS_DRAIN_DEN >= ss->nslabs * HAK_SS_DRAIN_NUM);
+}
+
 /* ss was just mapped (region.c): every slab free and not resident. */
 void _hak_superslab_mapped(struct hak_superslab *ss) {
   ss->free_slabs = ss->nslabs;
@@ -27,6 +39,7 @@ void _hak_superslab_mapped(struct hak_superslab *ss) {
     ss->free_list = &ss->slabs[i];
   }
   atomic_fetch_add(&_hak_stats_gauges.ss_count[HAK_SS_EMPTY], 1);
+  ss_check(ss);
 }
 
 static void hot_push(struct hak_pool *pool, struct hak_superslab *ss) {
@@ -62,6 +75,7 @@ struct hak_slab *_hak_superslab_fresh_slab(unsigned cls) {
   s->dirty = 0;
   s->next = NULL;
   set_state(ss, HAK_SS_HOT);
+  ss_check(ss);
   return s;
 }
 
@@ -83,6 +97,7 @@ void _hak_superslab_release_slab(struct hak_slab *s) {
   else if (ss->free_slabs * HAK_SS_DRAIN_DEN >= ss->nslabs * HAK_SS_DRAIN_NUM)
     set_state(ss, HAK_SS_DRAINING);
   hot_push(&_hak_slab_pools[s->cls], ss);
+  ss_check(ss);
 }
 
 /* ---- purging: memory back to the OS ------------------------------------------
