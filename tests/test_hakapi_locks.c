@@ -31,7 +31,7 @@ static uint64_t counts_of(const char *name, int contended)
 
 int main(void)
 {
-    free(hak_malloc(1));                 /* initializes hakmem (and the ranks) */
+    hak_free(hak_malloc(1));             /* initializes hakmem (and the ranks) */
     hak_free(hak_malloc(64));
     /* Ranks: table order, one per lock. */
     CHECK(_hak_stats_totals_lock.rank == HAK_RANK_TOTALS);
