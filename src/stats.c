@@ -168,6 +168,16 @@ static void json_array(int fd, const char *name, const uint64_t *v) {
   _hak_guard_printf(fd, "]");
 }
 
+static void json_locks(int fd, const struct hak_stats *st) {
+  struct hak_lock_counts lk[HAK_LOCK_KINDS];
+  _hak_lock_counts(lk);
+  _hak_guard_printf(fd, ",\n  \"allocator_calls\": %llu,\n  \"locks\": {", (unsigned long long)allocator_calls(st));
+  for (unsigned k = 0; k < HAK_LOCK_KINDS; k++)
+    _hak_guard_printf(fd, "%s\"%s\": {\"acquired\": %llu, \"contended\": %llu}", k ? ", " : "", lk[k].name,
+                      (unsigned long long)lk[k].acquired, (unsigned long long)lk[k].contended);
+  _hak_guard_printf(fd, "}");
+}
+
 static void report_json(int fd, const struct hak_stats *st) {
   _hak_guard_printf(fd, "{\n  \"version\": \"%s\",\n  \"pid\": %d,\n  \"fast_stats\": %s", HAKMEM_VERSION,
           (int)getpid(), HAK_FAST_STATS ? "true" : "false");
@@ -193,13 +203,7 @@ static void report_json(int fd, const struct hak_stats *st) {
 #define HAK_JSON_SCALAR(name, doc) _hak_guard_printf(fd, ",\n  \"%s\": %llu", #name, (unsigned long long)st->name);
   HAK_STATS_SCALARS(HAK_JSON_SCALAR)
 #undef HAK_JSON_SCALAR
-  struct hak_lock_counts lk[HAK_LOCK_KINDS];
-  _hak_lock_counts(lk);
-  _hak_guard_printf(fd, ",\n  \"allocator_calls\": %llu,\n  \"locks\": {", (unsigned long long)allocator_calls(st));
-  for (unsigned k = 0; k < HAK_LOCK_KINDS; k++)
-    _hak_guard_printf(fd, "%s\"%s\": {\"acquired\": %llu, \"contended\": %llu}", k ? ", " : "", lk[k].name,
-                      (unsigned long long)lk[k].acquired, (unsigned long long)lk[k].contended);
-  _hak_guard_printf(fd, "}");
+  json_locks(fd, st);
   uint64_t sizes[HAK_NCLS];
   for (unsigned c = 0; c < HAK_NCLS; c++) sizes[c] = _hak_classes[c].size;
   json_array(fd, "class_size", sizes);
