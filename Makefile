@@ -48,8 +48,9 @@ CFLAGS_LIB := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) -fvisibility=hidden
   -fno-stack-protector -fno-plt -fexceptions -fno-tree-slp-vectorize -Iinclude -Isrc $(SANFLAGS) \
   -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) \
   -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_OVERRIDE=$(OVERRIDE)
-LIB_SRCS := src/os.c src/region.c src/slab.c src/front.c src/mid.c src/large.c \
-  src/thread.c src/options.c src/stats.c src/guard.c src/api.c
+LIB_SRCS := src/lock.c src/os.c src/class.c src/region.c src/superslab.c src/slab.c src/refill.c \
+  src/front.c src/span.c src/large.c src/purge.c src/thread.c src/options.c src/stats.c \
+  src/guard.c src/api.c
 ifeq ($(OVERRIDE),1)
   LIB_SRCS += src/override.c
 endif
@@ -79,7 +80,7 @@ $(BUILD)/libhakmem.a: $(LIB_OBJS)
 # ---- tests --------------------------------------------------------------
 # Tests that look inside (test_hakapi_*) see the library's build settings.
 CFLAGS_TEST := -std=gnu11 -D_GNU_SOURCE -O1 -g $(WARN) -Wno-missing-prototypes -Iinclude -Isrc $(SANFLAGS) \
-  -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) -DHAK_FAST_STATS=$(FAST_STATS) \
+  -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_DEBUG=$(DEBUG) \
   -fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc -fno-builtin-realloc
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)

@@ -15,8 +15,8 @@ static void *route_alloc(size_t n) {
 
 /* HAK_SLOW: every malloc the inline path could not serve. Out of memory,
  * it gives back what it caches and tries once more. */
-void *_hak_malloc_slow(size_t n) {
-  struct hak_heap *h = _hak_tls.heap;
+void *_hak_api_malloc_slow(size_t n) {
+  struct hak_heap *h = _hak_thread_tls.heap;
   if (h) h->stats.malloc_slow++;
   _hak_purge_tick();
   if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
@@ -36,35 +36,52 @@ static int live_class(void *p, const char *call) {
   return c;
 }
 
-/* A valid, not-free block the inline free could not take: a full list
- * (its credit went from 0 to -1) or a thread with no heap. */
-void _hak_free_front(void *p) {
-  _hak_front_free_slow(p, hak_map_class(hak_map_slot((uintptr_t)p)));   /* (the fast path checked p) */
+/* The first step of the slow free: a used span block (span.c) goes on this
+ * thread's list while the list has credit, with the checks of the inline
+ * free (block start, not already free). 1: pushed; -1: a valid, not-free
+ * block whose list had no credit (its credit is -1 now, and *f its front
+ * slot); 0: anything else. */
+static inline int span_push(void *p, unsigned *f) {
+  uintptr_t a = (uintptr_t)p;
+  if (a >> HAK_REGION_SHIFT != HAK_SPAN_SLOT) return 0;
+  void **b = p;
+  void *key = HAK_FREE_KEY;
+  *f = HAK_RACY_LOAD(_hak_span_front[(uint32_t)a >> HAK_SPAN_STEP_SHIFT]);
+  if (*f == 0 || (a & (HAK_SPAN_COLOR_STEP - 1)) != 0 || b[1] == key) return 0;
+  if (!hak_home_push(*f + HAK_HOME_BASE, b)) return -1;
+  b[1] = key;
+#if HAK_FAST_STATS
+  _hak_thread_tls.heap->stats.frees[*f - 1]++;
+#endif
+  return 1;
 }
 
-/* Every free neither the inline path nor hak_span_push could take. */
-static __attribute__((noinline)) void free_other(void *p, const char *call) {
+/* A pointer that is not a span block with room on its list: a live block
+ * of a class goes to the front's slow free (a block of a region other than
+ * its class's home, or a span block whose list is full), then a Large
+ * block, then the guard (a C library block, or a bad pointer). Out of line:
+ * the span push before it saves no registers. */
+static __attribute__((noinline)) void free_by_kind(void *p, const char *call) {
   if (!p) return;
-  struct hak_heap *h = _hak_tls.heap;
+  struct hak_heap *h = _hak_thread_tls.heap;
   if (h) h->stats.free_slow++;
   int c = live_class(p, call);
-  if (c >= 0) {
-    _hak_front_free_slow(p, (unsigned)c);          /* pushes, spilling first if full (a purge tick) */
-    return;
-  }
+  if (c >= 0) { _hak_front_free_slow(p, (unsigned)c); return; }   /* spills first if full (a purge tick) */
   _hak_purge_tick();
   if (_hak_large_free(p, call)) return;
   _hak_guard_foreign_free(p, call);
 }
 
-/* HAK_SLOW: every free the inline path could not take; span blocks first
- * (their slot's map entry sends every one of them here). */
-void _hak_free_slow(void *p, const char *call) {
+/* HAK_SLOW: every free the inline path could not take. A span block goes
+ * on its list (every span block comes here: its slot lies past the home
+ * slots), or to the front's slow free when the list is full; everything
+ * else is sorted by free_by_kind. */
+void _hak_api_free_slow(void *p, const char *call) {
   unsigned f;
-  int pushed = hak_span_push(p, &f);
+  int pushed = span_push(p, &f);
   if (HAK_LIKELY(pushed > 0)) return;
-  if (pushed < 0) _hak_front_free_slow(p, f - 1);   /* its list is full */
-  else free_other(p, call);
+  if (pushed < 0) _hak_front_free_slow(p, f - 1);
+  else free_by_kind(p, call);
 }
 
 /* ---- the API ------------------------------------------------------------------ */
@@ -94,7 +111,7 @@ HAK_API size_t hak_malloc_usable_size(const void *p) {
 /* glibc's realloc(p, 0) frees p and returns NULL. */
 HAK_API void *hak_realloc(void *p, size_t n) {
   if (!p) return hak_malloc(n);
-  if (n == 0) { _hak_free_slow(p, "realloc"); return NULL; }
+  if (n == 0) { _hak_api_free_slow(p, "realloc"); return NULL; }
   if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   size_t old;
   int c = live_class(p, "realloc");
@@ -110,7 +127,7 @@ HAK_API void *hak_realloc(void *p, size_t n) {
   void *q = hak_malloc(n);
   if (!q) return NULL;
   memcpy(q, p, old < n ? old : n);
-  _hak_free_slow(p, "realloc");
+  _hak_api_free_slow(p, "realloc");
   return q;
 }
 
@@ -173,10 +190,10 @@ HAK_API void hak_free_aligned_sized(void *p, size_t align, size_t n) {
  * SuperSlabs and cached Large mappings go back to the OS. */
 HAK_API int hak_malloc_trim(size_t pad) {
   (void)pad;
-  struct hak_heap *h = _hak_tls.heap;
-  if (h) _hak_heap_flush(h);
-  size_t released = _hak_slab_purge(true) + _hak_span_purge(true) + _hak_large_trim();
-  _hak_size_table_release();
+  struct hak_heap *h = _hak_thread_tls.heap;
+  if (h) _hak_thread_flush(h);
+  size_t released = _hak_purge_all();
+  _hak_class_table_release();
   return released > 0;
 }
 
@@ -185,11 +202,11 @@ HAK_API void hak_collect(void) { (void)hak_malloc_trim(0); }
 HAK_API struct mallinfo2 hak_mallinfo2(void) {
   struct mallinfo2 mi;
   memset(&mi, 0, sizeof mi);
-  size_t mapped = (size_t)atomic_load(&_hak_gauges.bytes_mapped);
-  size_t in_use = (size_t)atomic_load(&_hak_gauges.bytes_in_use);
+  size_t mapped = (size_t)atomic_load(&_hak_stats_gauges.bytes_mapped);
+  size_t in_use = (size_t)atomic_load(&_hak_stats_gauges.bytes_in_use);
   mi.arena = mapped;
   mi.uordblks = in_use;
   mi.fordblks = mapped > in_use ? mapped - in_use : 0;
-  mi.hblkhd = (size_t)atomic_load(&_hak_gauges.bytes_large);
+  mi.hblkhd = (size_t)atomic_load(&_hak_stats_gauges.bytes_large);
   return mi;
 }

@@ -1,15 +1,15 @@
 /* front.c — the thread front of every class below Large (Tiny, L2 and
  * L2.5): per thread and class, a LIFO list of free blocks with a capacity
- * (the hot part lives in _hak_tls, popped and pushed by the inline fast
+ * (the hot part lives in _hak_thread_tls, popped and pushed by the inline fast
  * paths in hakmem_internal.h). This file is its slow path: an empty list
- * refills from the slab engine or the span heap in one batch, a full one
+ * refills from the slabs (refill.c) or the span heap (span.c) in one batch, a full one
  * spills half back in one batch, and thread exit returns everything.
  *
  * Capacities start at 0; the first refill of a class sets HAK_START_BYTES of
  * blocks, and the capacity doubles each time the list runs empty under
  * malloc and each time a full list takes a free, up to the class's maximum —
  * Tiny classes HAKMEM_TINY_CACHE_KB of blocks (64 to 1024), L2 / L2.5
- * classes their pool's ring capacity (mid.c) — while all the thread's
+ * classes their pool's ring capacity (below) — while all the thread's
  * capacities add up to at most HAKMEM_THREAD_CACHE_KB of blocks (the span
  * classes' capacities beyond 2 blocks each, to HAKMEM_SPAN_CACHE_KB). A list
  * that has only run empty, or only overflowed (a producer's, a consumer's),
@@ -40,18 +40,50 @@ static size_t span_extra(unsigned c, unsigned cap) {
 #define HAK_REFILL_BYTES (256u * 1024)  /* a refill batch holds at most this    */
 
 static unsigned tiny_cap(unsigned c) {
-  unsigned cap = (unsigned)(_hak_option(HAK_OPT_TINY_CACHE_KB) * 1024 / _hak_classes[c].size);
+  unsigned cap = (unsigned)(_hak_options_get(HAK_OPT_TINY_CACHE_KB) * 1024 / _hak_classes[c].size);
   if (cap < HAK_TINY_CAP_MIN) cap = HAK_TINY_CAP_MIN;
   if (cap > HAK_TINY_CAP_MAX) cap = HAK_TINY_CAP_MAX;
   return cap;
 }
 
+/* ---- ring capacities: the L2 and L2.5 lists' maximums -------------------------
+ * POOL_L2_RING_CAP / POOL_L25_RING_CAP at build time, lowered per pool
+ * (HAKMEM_L2_RING_CAP, HAKMEM_L25_RING_CAP) or per class
+ * (HAKMEM_L2_RING_CAPS=24,32,...), and never above HAK_RING_MAX_BYTES of
+ * blocks (a span class: 2, and HAKMEM_SPAN_CACHE_KB for all of them
+ * together). (Adaptive capacities were measured and dropped: see
+ * docs/experiments.md.) */
+#define HAK_RING_MAX_BYTES   (2048u * 1024)
+#define HAK_RING_MIN_CAP     2u
+
+static unsigned build_cap(unsigned c) {
+  return _hak_classes[c].tier == HAK_TIER_L2 ? POOL_L2_RING_CAP : POOL_L25_RING_CAP;
+}
+
+/* The capacity of class c's ring: per-class list, else the pool's option;
+ * at most the build capacity and HAK_RING_MAX_BYTES of blocks (a span
+ * class: 2 blocks and HAKMEM_SPAN_CACHE_KB more), but 2 blocks if the pool
+ * allows that. */
+static unsigned ring_cap(unsigned c) {
+  bool l2 = _hak_classes[c].tier == HAK_TIER_L2;
+  unsigned first = l2 ? HAK_NTINY : HAK_NTINY + HAK_NL2;
+  unsigned cap = _hak_options_list(l2 ? HAK_OPT_L2_RING_CAPS : HAK_OPT_L25_RING_CAPS, c - first);
+  if (!cap) cap = (unsigned)_hak_options_get(l2 ? HAK_OPT_L2_RING_CAP : HAK_OPT_L25_RING_CAP);
+  if (cap > build_cap(c)) cap = build_cap(c);
+  size_t by_bytes = c >= HAK_SPAN_FIRST
+                  ? HAK_RING_MIN_CAP + (size_t)_hak_options_get(HAK_OPT_SPAN_CACHE_KB) * 1024 / _hak_classes[c].size
+                  : HAK_RING_MAX_BYTES / _hak_classes[c].size;
+  if (by_bytes < HAK_RING_MIN_CAP) by_bytes = HAK_RING_MIN_CAP;
+  if (cap > by_bytes) cap = (unsigned)by_bytes;
+  return cap ? cap : 1;
+}
+
 /* Capacities from the options; at init, after them. */
 void _hak_front_init(void) {
-  budget = (size_t)_hak_option(HAK_OPT_THREAD_CACHE_KB) * 1024;
-  span_budget = (size_t)_hak_option(HAK_OPT_SPAN_CACHE_KB) * 1024;
+  budget = (size_t)_hak_options_get(HAK_OPT_THREAD_CACHE_KB) * 1024;
+  span_budget = (size_t)_hak_options_get(HAK_OPT_SPAN_CACHE_KB) * 1024;
   for (unsigned c = 0; c < HAK_NCLS; c++) {
-    unsigned cap = c < HAK_NTINY ? tiny_cap(c) : _hak_mid_ring_cap(c);
+    unsigned cap = c < HAK_NTINY ? tiny_cap(c) : ring_cap(c);
     unsigned start = HAK_START_BYTES / _hak_classes[c].size;
     if (start < HAK_START_MIN) start = HAK_START_MIN;
     max_cap[c] = (uint16_t)cap;
@@ -69,10 +101,10 @@ size_t _hak_front_max_bytes(unsigned first, unsigned last) {
 }
 
 /* Blocks for and from class c's list: the slab engine, or the span heap
- * (mid.c) for the classes from HAK_SPAN_FIRST up. */
+ * (span.c) for the classes from HAK_SPAN_FIRST up. */
 static unsigned take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain) {
   if (spans(c)) { h->stats.refills[c]++; return _hak_span_take(c, max, chain); }
-  return _hak_slab_take(h, c, max, room, chain);
+  return _hak_refill_take(h, c, max, room, chain);
 }
 
 static void give_back(struct hak_heap *h, unsigned c, void *chain) {
@@ -125,7 +157,7 @@ static void release_idle_lists(struct hak_heap *h) {
   if (++h->idle_calls < HAK_IDLE_EVERY) return;
   h->idle_calls = 0;
   uint32_t now = _hak_os_now_ms();
-  if (now - h->idle_look_ms < (uint32_t)_hak_option(HAK_OPT_PURGE_DELAY_MS)) return;
+  if (now - h->idle_look_ms < (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS)) return;
   h->idle_look_ms = now;
   for (unsigned c = 0; c < HAK_NCLS; c++) {
     void *head = HAK_LIST(c);
@@ -147,6 +179,16 @@ static inline unsigned list_length(const void *list) {
   for (void *const *b = list; b; b = b[0]) n++;
   return n;
 }
+/* cap_bytes and span_cap_bytes are the sums they are written to be
+ * (struct hak_heap). */
+static bool heap_sums_ok(const struct hak_heap *h) {
+  size_t bytes = 0, span_bytes = 0;
+  for (unsigned c = 0; c < HAK_NCLS; c++) {
+    bytes += (size_t)h->cap[c] * _hak_classes[c].size;
+    span_bytes += span_extra(c, h->cap[c]);
+  }
+  return bytes == h->cap_bytes && span_bytes == h->span_cap_bytes;
+}
 /* Debug builds: the invariants of the front of class c. */
 #define CHECK_FRONT(h, c) \
   HAK_ASSERT(list_length(HAK_LIST(c)) + (uint64_t)HAK_CREDIT(c) == (h)->cap[c] && \
@@ -154,7 +196,7 @@ static inline unsigned list_length(const void *list) {
              (h)->span_cap_bytes <= span_budget && \
              ((h)->ways[c] == HAK_WAY_BOTH || (h)->cap[c] <= HAK_ONE_WAY_CAP) && \
              ((h)->ways[c] != HAK_WAY_FREE || (h)->cap[c] <= HAK_FREE_ONLY_CAP) && \
-             _hak_tls.head[0] == NULL && _hak_tls.credit[0] == 0)
+             _hak_thread_tls.head[0] == NULL && _hak_thread_tls.credit[0] == 0 && heap_sums_ok(h))
 
 /* The list of class c ran empty under malloc (way HAK_WAY_MALLOC), or was
  * full under free (HAK_WAY_FREE): its capacity goes from 0 to the start
@@ -195,7 +237,7 @@ static unsigned refill_batch(struct hak_heap *h, unsigned c) {
 
 /* HAK_SLOW: the list of class c is empty (or the thread has no heap yet). */
 void *_hak_front_alloc_slow(unsigned c) {
-  struct hak_heap *h = _hak_heap_get();
+  struct hak_heap *h = _hak_thread_heap();
   if (!h) { errno = ENOMEM; return NULL; }
   release_idle_lists(h);
   void **b = HAK_LIST(c);
@@ -242,8 +284,8 @@ static void spill(struct hak_heap *h, unsigned c) {
 void _hak_front_free_slow(void *p, unsigned c) {
   void **b = p;
   if (HAK_CREDIT(c) < 0) HAK_CREDIT(c) = 0;
-  struct hak_heap *h = _hak_tls.heap;
-  if (!h && !_hak_tls.exited) h = _hak_heap_get();
+  struct hak_heap *h = _hak_thread_tls.heap;
+  if (!h && !_hak_thread_tls.exited) h = _hak_thread_heap();
   if (!h) { give_back_one(c, p); return; }   /* exited, or no memory for a heap */
   release_idle_lists(h);
   if (HAK_CREDIT(c) <= 0) {

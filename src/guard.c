@@ -160,14 +160,14 @@ void _hak_guard_foreign_free(void *p, const char *call) {
   const char *why = describe(p, buf, sizeof buf);
   if (!why) {
     if (__libc_free && libc_block_usable((uintptr_t)p)) {
-      if (_hak_tls.heap) _hak_tls.heap->stats.foreign_frees++;
+      if (_hak_thread_tls.heap) _hak_thread_tls.heap->stats.foreign_frees++;
       __libc_free(p);
       return;
     }
     why = "not allocated by hakmem";
   }
-  if (_hak_option(HAK_OPT_INVALID_FREE)) {
-    struct hak_heap *h = _hak_heap_get();
+  if (_hak_options_get(HAK_OPT_INVALID_FREE)) {
+    struct hak_heap *h = _hak_thread_heap();
     if (h) h->stats.invalid_frees++;
     _hak_guard_write("hakmem: %s(): invalid pointer %p (%s) ignored\n", call, p, why);
     return;
@@ -189,7 +189,7 @@ void *_hak_guard_foreign_realloc(void *p, size_t n, const char *call) {
   void *q = hak_malloc(n);
   if (!q) return NULL;
   memcpy(q, p, old < n ? old : n);
-  if (_hak_tls.heap) _hak_tls.heap->stats.foreign_frees++;
+  if (_hak_thread_tls.heap) _hak_thread_tls.heap->stats.foreign_frees++;
   __libc_free(p);
   return q;
 }

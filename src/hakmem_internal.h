@@ -1,27 +1,48 @@
 /* hakmem internal map: constants, the structures each layer owns, and the
  * cross-file functions grouped by the file that defines them.
  *
- * Layers, bottom up:
- *   os.c       mmap/munmap/madvise, fixed-address mappings, the metadata arena
- *   region.c   class regions, SuperSlabs and the ownership map
- *   slab.c     the slab engine: size classes, slabs, remote frees, the shared
- *              pool (central lists), refill and flush in batches, adoption
- *   front.c    the thread front of every class below Large: per-thread LIFO
- *              free lists with a capacity, refilled and spilled in batches
- *   mid.c      the L2 / L2.5 pools' ring capacities (per pool, per class) and
- *              the span heap: blocks of 40 KiB to 1 MiB as page runs of one
- *              shared slot
- *   large.c    Large blocks (> 1 MiB): one mapping each, a cache of mappings
- *   thread.c   per-thread heaps: creation, exit (flush + abandon), fork, init
- *   options.c  the options table (HAKMEM_* environment)
- *   stats.c    counters: per-thread, merged at thread and process exit
- *   guard.c    bad input: diagnostics, foreign (C library) pointers
- *   api.c      the hak_ API: malloc, free, realloc, aligned forms, ...
- *   override.c the standard names (malloc, free, operator new, ...)
+ * Files, bottom up (each file's cross-file names are _hak_<file>_...):
+ *   lock.c      the lock table: ranks, waiting, debug rank checks, the fork
+ *               handlers (every lock, in rank order), acquisition counts
+ *   os.c        mmap/munmap/madvise, fixed-address mappings, the metadata arena
+ *   class.c     the size classes, their geometry, the size table of malloc
+ *   region.c    the ownership map and the class regions (4 GiB slots) that
+ *               SuperSlabs are mapped into and unmapped from, at the top
+ *   superslab.c the SuperSlab lifecycle (HOT, DRAINING, EMPTY): fresh slabs
+ *               out, empty slabs back, and its purge
+ *   slab.c      one slab: batches out and back, remote frees, detaching and
+ *               adopting; the shared pool of ownerless slabs per class
+ *   refill.c    the refill stages (current slab, warm pool, shared pool,
+ *               fresh slab) and the Tiny warm pool
+ *   front.c     the thread front of every class below Large: per-thread LIFO
+ *               lists with a capacity (Tiny caps, the L2 / L2.5 ring caps),
+ *               refilled and spilled in batches, idle lists released
+ *   span.c      the span heap: blocks of 40 KiB to 1 MiB as page runs of one
+ *               shared slot
+ *   large.c     Large blocks (> 1 MiB): one mapping each, a range cache
+ *   purge.c     when free memory goes back to the OS: SuperSlabs, span heap
+ *               and Large cache, on a clock or forced (malloc_trim)
+ *   thread.c    process init, per-thread heaps (creation, exit: flush and
+ *               abandon); registers lock.c's fork handlers
+ *   options.c   the options table (HAKMEM_* environment)
+ *   stats.c     counters (per thread, merged at exit) and gauges; reports
+ *   guard.c     bad pointers: diagnostics, foreign (C library) pointers
+ *   api.c       the hak_ API and the slow paths of malloc and free
+ *   override.c  the standard names (malloc, free, operator new, ...)
  *
- * Fast paths are the static inline functions at the end of this file
- * (HAK_FAST); every rare case goes to one out-of-line slow path per tier
- * (HAK_SLOW). */
+ * Who owns each mechanism: SuperSlab superslab.c (mapped by region.c);
+ * ownership map region.c; thread front front.c (fast paths below); warm
+ * pool refill.c; remote free slab.c; rings front.c; span heap span.c;
+ * Large large.c; purge purge.c; thread exit thread.c; fork lock.c; locks lock.c;
+ * options options.c; stats stats.c; bad pointers guard.c.
+ *
+ * Fast paths are the HAK_FAST functions at the end of this file (always
+ * inlined: malloc, free, and the thread front's list and credit under
+ * them). Every rare case goes to an out-of-line slow path declared HAK_SLOW
+ * (never inlined, cold): _hak_api_malloc_slow, _hak_api_free_slow (the
+ * slow free: span blocks, then every other kind of pointer), the thread
+ * front's _hak_front_alloc_slow and _hak_front_free_slow, _hak_lock_slow,
+ * and the guard's reports of bad pointers. */
 #ifndef HAKMEM_INTERNAL_H
 #define HAKMEM_INTERNAL_H
 
@@ -76,7 +97,7 @@
 
 enum hak_tier { HAK_TIER_TINY, HAK_TIER_L2, HAK_TIER_L25, HAK_TIER_LARGE };
 
-/* Geometry of one size class (slab.c fills it at init; test_sizeclass checks
+/* Geometry of one size class (class.c fills it at init; test_sizeclass checks
  * it). Blocks of a class tile its regions with no gaps: block k of a region
  * is at base + k * size, so "is p one of the first K block starts" is one
  * multiply and one compare (hak_block_test). A slab is slab_blocks blocks, a
@@ -120,16 +141,16 @@ extern struct hak_class _hak_classes[HAK_NCLS];
  * malloc needs no TLS base: %fs:HAK_TCB_ZERO(entry) is the head. Entry 0
  * reads %fs:HAK_TCB_ZERO, a word of glibc's thread control block that reads
  * 0 in every thread (tcbhead_t's __glibc_unused2, kept for its size and never
- * written); _hak_size_table_init checks that and writes the whole table
+ * written); _hak_class_table_init checks that and writes the whole table
  * at once where it does not. */
 #define HAK_TCB_ZERO     0x80
 typedef int32_t hak_size_entry_t;
 #else
 typedef uint8_t hak_size_entry_t;      /* the front slot itself */
 #endif
-extern hak_size_entry_t _hak_front_of_size[HAK_TABLE_MAX + 1];
+extern hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_MAX + 1];
 /* Blocks of 4 KiB and more get HAK_COLOR_PAD bytes more than their class's
- * round size (slab.c says why). */
+ * round size (class.c says why). */
 #ifndef HAK_COLOR_PAD
 #define HAK_COLOR_PAD 256u
 #endif
@@ -175,7 +196,7 @@ struct hak_map {
   uint8_t  front[HAK_REGION_SLOTS];
   struct hak_region *region[HAK_REGION_SLOTS];
 };
-extern struct hak_map _hak_map;
+extern struct hak_map _hak_region_map;
 
 /* Word 1 of a block on a free list or in a cache holds HAK_FREE_KEY, a
  * value no program holds. In the shared library (HAK_SHARED_LIB, set by the
@@ -187,22 +208,29 @@ extern struct hak_map _hak_map;
  * count or a size in a block could equal; there it is a random 64-bit value,
  * never 0, set at initialization (thread.c). */
 #if HAK_SHARED_LIB
-#define HAK_FREE_KEY ((void *)&_hak_map)
+#define HAK_FREE_KEY ((void *)&_hak_region_map)
 #else
-extern uint64_t _hak_free_key;
-#define HAK_FREE_KEY ((void *)_hak_free_key)
+extern uint64_t _hak_thread_free_key;
+#define HAK_FREE_KEY ((void *)_hak_thread_free_key)
 #endif
 
 /* ---- slabs --------------------------------------------------------------- */
 /* One slab: a run of blocks of one class, owned by at most one heap.
- * Invariants (checked by _hak_slab_check in debug builds):
+ * Invariants (checked in debug builds: _hak_slab_check by the owner, or
+ * under the pool lock; the xowner rules where slabs change hands):
  *   carved <= capacity; used <= carved; nfree == |free|;
- *   used + |free| + |xremote| == carved  (used counts blocks handed to a
- *   thread front or the program);
+ *   used + |free| == carved and |xremote| <= used (used counts blocks out
+ *   of the slab: in a thread front, in the program, or freed by another
+ *   thread onto xremote and not collected yet; |xremote| is the length in
+ *   its high bits);
  *   every block on free/xremote is a block start inside this slab;
  *   xowner == NULL  =>  the slab is in no heap; xlisted == 1 then means it
- *   sits on its class's shared partial list (or is being adopted);
- *   xowner == h  =>  the slab is h's current slab or in h's warm pool. */
+ *   sits on its class's shared partial list (or is being adopted): every
+ *   slab on that list has xowner == NULL and xlisted == 1;
+ *   xowner == h  =>  the slab is h's current slab or in h's warm pool
+ *   (outside _hak_slab_acquire and _hak_slab_detach, which make and break
+ *   that link): a heap's current and warm slabs are its own, and a block
+ *   returned to a slab of xowner h is returned to one of those. */
 enum hak_slab_state { HAK_SLAB_FREE = 0, HAK_SLAB_ACTIVE = 1 };
 struct hak_heap;
 struct hak_superslab;
@@ -284,16 +312,34 @@ struct hak_region {
   uint32_t dir_cap;
 };
 
-/* ---- locks ----------------------------------------------------------------- */
-typedef struct { _Atomic int held; } hak_lock_t;
-void _hak_lock_slow(hak_lock_t *l);
+/* ---- locks (lock.c) -------------------------------------------------------- */
+/* A spin-then-yield lock with a rank. A thread holding a lock takes only
+ * locks of a higher rank (debug builds check it on every acquisition), and
+ * fork takes every lock of HAK_LOCKS in rank order. The holder counts its
+ * acquisitions, and those that had to wait (relaxed stores: the counts are
+ * read without the lock, by the reports). */
+typedef struct {
+  _Atomic int held;
+  uint16_t rank;                     /* from HAK_LOCKS, set by _hak_lock_init */
+  _Atomic uint64_t acquired;         /* written by the holder only             */
+  _Atomic uint64_t contended;        /* acquisitions that found it held        */
+} hak_lock_t;
+HAK_SLOW void _hak_lock_slow(hak_lock_t *l);                 /* held: spin, then yield  */
+HAK_SLOW void _hak_lock_order_take(const hak_lock_t *l);     /* debug builds            */
+HAK_SLOW void _hak_lock_order_drop(const hak_lock_t *l);
+static inline void hak_lock_count(_Atomic uint64_t *n) {
+  atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1, memory_order_relaxed);
+}
 static inline void hak_lock(hak_lock_t *l) {
+  if (HAK_DEBUG) _hak_lock_order_take(l);
   int expected = 0;
-  if (HAK_LIKELY(atomic_compare_exchange_weak_explicit(&l->held, &expected, 1,
-                 memory_order_acquire, memory_order_relaxed))) return;
-  _hak_lock_slow(l);
+  if (HAK_UNLIKELY(!atomic_compare_exchange_weak_explicit(&l->held, &expected, 1,
+                   memory_order_acquire, memory_order_relaxed)))
+    _hak_lock_slow(l);
+  hak_lock_count(&l->acquired);
 }
 static inline void hak_unlock(hak_lock_t *l) {
+  if (HAK_DEBUG) _hak_lock_order_drop(l);
   atomic_store_explicit(&l->held, 0, memory_order_release);
 }
 
@@ -305,7 +351,44 @@ struct hak_pool {
   struct hak_superslab *hot;         /* SuperSlabs with free slabs             */
   struct hak_region *regions;
 } __attribute__((aligned(HAK_CACHELINE)));
-extern struct hak_pool _hak_pools[HAK_NCLS];
+extern struct hak_pool _hak_slab_pools[HAK_NCLS];
+
+/* Every lock of hakmem, in rank order (a lock of count > 1 is an array, one
+ * rank per element, stride bytes apart): X(id, name, first lock, count,
+ * stride, what it guards). Nesting today: a pool lock takes the slot lock
+ * (a new region), and either, or the span lock, takes the Large lock (out
+ * of memory: the range cache is dropped); the heap registry's lock, a pool
+ * lock or the slot lock takes the metadata arena's. */
+#define HAK_LOCKS(X) \
+  X(TOTALS, "totals", _hak_stats_totals_lock, 1, 0, "stats.c: the counters of exited threads") \
+  X(HEAPS,  "heaps",  _hak_thread_heaps_lock, 1, 0, "thread.c: the registry of thread heaps") \
+  X(POOL,   "pool",   _hak_slab_pools[0].lock, HAK_NCLS, sizeof(struct hak_pool), \
+    "slab.c: a class's shared pool, its SuperSlabs and regions (one per class)") \
+  X(SPAN,   "span",   _hak_span_lock, 1, 0, "span.c: the span heap (every refill and spill of 40 KiB to 1 MiB)") \
+  X(SLOT,   "slot",   _hak_region_slot_lock, 1, 0, "region.c: claiming a 4 GiB slot for a region") \
+  X(LARGE,  "large",  _hak_large_lock, 1, 0, "large.c: Large blocks and the range cache (every Large free, every foreign-pointer probe)") \
+  X(META,   "meta",   _hak_os_meta_lock, 1, 0, "os.c: the metadata arena")
+extern hak_lock_t _hak_stats_totals_lock, _hak_thread_heaps_lock, _hak_span_lock,
+                  _hak_region_slot_lock, _hak_large_lock, _hak_os_meta_lock;
+enum hak_lock_rank {
+#define HAK_LOCK_RANK(id, name, first, count, stride, doc) HAK_RANK_##id, HAK_RANK_##id##_LAST = HAK_RANK_##id + (count) - 1,
+  HAK_LOCKS(HAK_LOCK_RANK)
+#undef HAK_LOCK_RANK
+  HAK_RANK_COUNT
+};
+enum hak_lock_kind {
+#define HAK_LOCK_KIND(id, name, first, count, stride, doc) HAK_LOCK_##id,
+  HAK_LOCKS(HAK_LOCK_KIND)
+#undef HAK_LOCK_KIND
+  HAK_LOCK_KINDS
+};
+/* The counts of one entry of the table, summed over its locks. */
+struct hak_lock_counts { const char *name, *doc; uint64_t acquired, contended; };
+void _hak_lock_init(void);                          /* the ranks; first at init */
+void _hak_lock_counts(struct hak_lock_counts out[HAK_LOCK_KINDS]);
+void _hak_lock_fork_prepare(void);                  /* every lock, rank order   */
+void _hak_lock_fork_parent(void);
+void _hak_lock_fork_child(void);
 
 /* ---- counters (stats.c) ------------------------------------------------ */
 /* Per-thread counters, declared once here; stats.c generates the merge, the
@@ -351,27 +434,33 @@ struct hak_stats {
 #undef HAK_STAT_ARRAY
 };
 
-/* Process-wide gauges: changed on slow paths only. */
+/* Process-wide gauges, changed on slow paths only, declared once:
+ * X(name, PEAK or NONE (a name_peak gauge beside it), unit (KIB or COUNT),
+ * label, doc); stats.c generates the report and the JSON from this list.
+ * The SuperSlab counts per state are reported by state. */
+#define HAK_GAUGES(X) \
+  X(bytes_mapped,       PEAK, KIB,   "mapped",      "bytes mapped: class regions, the span heap, Large blocks") \
+  X(bytes_in_use,       PEAK, KIB,   "in use",      "bytes of blocks out of slabs, span runs and Large blocks") \
+  X(bytes_large,        PEAK, KIB,   "Large",       "bytes of live Large blocks") \
+  X(bytes_large_cached, NONE, KIB,   "large cache", "bytes of freed Large ranges kept for reuse") \
+  X(bytes_purged,       NONE, KIB,   "purged",      "bytes of free pages given back to the OS") \
+  X(purge_calls,        NONE, COUNT, "purge calls", "madvise calls that gave pages back") \
+  X(bytes_reused,       NONE, KIB,   "reused",      "released slabs, span pages and cached Large ranges handed out again")
+#define HAK_GAUGE_PEAK_FIELD_PEAK(name) _Atomic int64_t name##_peak;
+#define HAK_GAUGE_PEAK_FIELD_NONE(name)
 struct hak_gauges {
-  _Atomic int64_t bytes_mapped;      /* class regions + large blocks           */
-  _Atomic int64_t bytes_mapped_peak;
-  _Atomic int64_t bytes_in_use;      /* blocks out of slabs + large blocks     */
-  _Atomic int64_t bytes_in_use_peak;
-  _Atomic int64_t bytes_large_cached;
-  _Atomic int64_t bytes_large;       /* live Large blocks                      */
-  _Atomic int64_t bytes_large_peak;
+#define HAK_GAUGE_FIELD(name, peak, unit, label, doc) _Atomic int64_t name; HAK_GAUGE_PEAK_FIELD_##peak(name)
+  HAK_GAUGES(HAK_GAUGE_FIELD)
+#undef HAK_GAUGE_FIELD
   _Atomic int64_t ss_count[HAK_SS_NSTATES];
-  _Atomic int64_t bytes_purged;
-  _Atomic int64_t bytes_reused;      /* released slabs and cached Large ranges handed out again */
-  _Atomic int64_t purge_calls;
 };
-extern struct hak_gauges _hak_gauges;
+extern struct hak_gauges _hak_stats_gauges;
 
 /* ---- per-thread state ---------------------------------------------------- */
 /* The hot part, in initial-exec TLS: read by the inline fast paths.
  * The thread front of class c (every class below Large), at f = HAK_FRONT(c):
  * head[f] is a LIFO list of free blocks linked through word 0 (word 1 holds
- * _hak_free_key while free) and credit[f] is how many more blocks it may
+ * _hak_thread_free_key while free) and credit[f] is how many more blocks it may
  * take. Invariants: |head[f]| + credit[f] == heap->cap[c] once the heap
  * exists, outside the moment between a fast free finding no credit and the
  * slow path restoring credit[f] from -1 to 0. Before the heap exists, and
@@ -385,9 +474,9 @@ struct hak_tls {
   bool exited;                       /* its heap was flushed at thread exit     */
 };
 /* The list and the credit of class c, for the slow paths. */
-#define HAK_LIST(c)   (_hak_tls.head[HAK_FRONT(c)])
-#define HAK_CREDIT(c) (_hak_tls.credit[HAK_FRONT(c)])
-extern __thread struct hak_tls _hak_tls __attribute__((tls_model("initial-exec")));
+#define HAK_LIST(c)   (_hak_thread_tls.head[HAK_FRONT(c)])
+#define HAK_CREDIT(c) (_hak_thread_tls.credit[HAK_FRONT(c)])
+extern __thread struct hak_tls _hak_thread_tls __attribute__((tls_model("initial-exec")));
 /* A dlopen()ed libhakmem gets its initial-exec TLS from the few hundred bytes
  * glibc keeps spare for that (test_foreign.sh does it). */
 _Static_assert(sizeof(struct hak_tls) <= 1024, "keep the thread front's TLS small");
@@ -397,13 +486,13 @@ _Static_assert(sizeof(struct hak_tls) <= 1024, "keep the thread front's TLS smal
 HAK_FAST hak_size_entry_t hak_size_entry(unsigned f) {
   uintptr_t tp;
   __asm__("movq %%fs:0, %0" : "=r"(tp));      /* the thread pointer: %fs:0 holds it */
-  return (hak_size_entry_t)((uintptr_t)&_hak_tls.head[f] - tp - HAK_TCB_ZERO);
+  return (hak_size_entry_t)((uintptr_t)&_hak_thread_tls.head[f] - tp - HAK_TCB_ZERO);
 }
 HAK_FAST unsigned hak_entry_front(intptr_t e) {
   return (unsigned)((e - hak_size_entry(0)) / (intptr_t)sizeof(void *));
 }
-/* The TCB word that entry 0 reads (_hak_size_table_init checks it). */
-HAK_FAST uint64_t hak_tcb_zero_word(void) {
+/* The TCB word that entry 0 reads (_hak_class_table_init checks it). */
+static inline uint64_t hak_tcb_zero_word(void) {
   uint64_t w;
   __asm__ volatile("movq %%fs:%c1, %0" : "=r"(w) : "i"(HAK_TCB_ZERO));
   return w;
@@ -466,50 +555,61 @@ void  *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes);
 void  *_hak_os_meta_alloc(size_t bytes);          /* zeroed, never freed      */
 uint64_t _hak_os_now_ns(void);
 uint32_t _hak_os_now_ms(void);                    /* coarse, cheap            */
-void   _hak_os_fork_prepare(void);
-void   _hak_os_fork_parent(void);
-void   _hak_os_fork_child(void);
+
+/* ---- class.c --------------------------------------------------------------- */
+void     _hak_class_init(void);
+void     _hak_class_table_init(void);      /* after the classes */
+void     _hak_class_table_release(void);   /* malloc_trim */
+unsigned _hak_class_of_size(size_t n);               /* n <= HAK_MID_MAX      */
+int      _hak_class_for_aligned(size_t n, size_t align); /* -1: none          */
 
 /* ---- region.c -------------------------------------------------------------- */
 struct hak_slab *_hak_region_slab_of(uintptr_t a, unsigned cls);
-struct hak_slab *_hak_region_fresh_slab(unsigned cls);      /* pool lock held */
-void   _hak_region_release_slab(struct hak_slab *s);         /* pool lock held */
-size_t _hak_region_shrink(struct hak_region *r);             /* pool lock held */
 const struct hak_region *_hak_region_holding(uintptr_t a);   /* a in its mapped part; racy, for messages */
-void   _hak_region_set_state(struct hak_superslab *ss, unsigned state); /* pool lock held */
-void   _hak_region_prune_hot(struct hak_pool *pool);         /* pool lock held */
+struct hak_superslab *_hak_region_grow_class(unsigned cls);  /* pool lock held */
+struct hak_superslab *_hak_region_top(const struct hak_region *r); /* pool lock held */
+void   _hak_region_unmap_top(struct hak_region *r);          /* pool lock held */
+
+/* ---- superslab.c (pool lock held) --------------------------------------- */
+void   _hak_superslab_mapped(struct hak_superslab *ss);
+struct hak_slab *_hak_superslab_fresh_slab(unsigned cls);
+void   _hak_superslab_release_slab(struct hak_slab *s);
+struct hak_purge_policy;
+size_t _hak_superslab_purge(const struct hak_purge_policy *pp);   /* takes the pool locks */
 
 /* ---- slab.c ---------------------------------------------------------------- */
-void     _hak_classes_init(void);
-void     _hak_size_table_init(void);       /* after the classes */
-void     _hak_size_table_release(void);    /* malloc_trim */
-unsigned _hak_class_of_size(size_t n);               /* n <= HAK_MID_MAX      */
-int      _hak_class_for_aligned(size_t n, size_t align); /* -1: none          */
-unsigned _hak_slab_take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain);
+unsigned _hak_slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, unsigned room, bool carve_ok, void **list);
+bool     _hak_slab_has_recycled(const struct hak_slab *s);
 void     _hak_slab_return(struct hak_heap *h, unsigned c, void *chain);
 void     _hak_slab_detach(struct hak_heap *h, struct hak_slab *s);
 struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok, bool *adopted);
+void     _hak_slab_release_empty(struct hak_pool *pool);   /* pool lock held */
 void     _hak_slab_check(const struct hak_slab *s);
-void     _hak_slab_fork_prepare(void);
-void     _hak_slab_fork_parent(void);
-void     _hak_slab_fork_child(void);
-size_t   _hak_slab_purge(bool force);       /* force: everything, now   */
-void     _hak_purge_tick(void);             /* slow paths call it       */
+
+/* ---- refill.c -------------------------------------------------------------- */
+unsigned _hak_refill_take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain);
+void     _hak_refill_heap_flush(struct hak_heap *h);   /* current and warm slabs detached */
+
+/* ---- purge.c --------------------------------------------------------------- */
+/* What a purge pass may give back: free memory unused since now_ms -
+ * delay_ms, beyond keep empty SuperSlabs per class; force: everything. */
+struct hak_purge_policy { bool force; uint32_t now_ms, delay_ms; long keep; };
+void   _hak_purge_tick(void);             /* slow paths call it       */
+size_t _hak_purge_all(void);              /* malloc_trim, out of memory */
 
 /* ---- front.c -------------------------------------------------------------- */
-void *_hak_front_alloc_slow(unsigned c);          /* list empty, or no heap yet   */
-void  _hak_front_free_slow(void *p, unsigned c);  /* list full, or no heap yet    */
+HAK_SLOW void *_hak_front_alloc_slow(unsigned c);          /* list empty, or no heap yet   */
+HAK_SLOW void  _hak_front_free_slow(void *p, unsigned c);  /* list full, or no heap yet    */
 void  _hak_front_heap_init(struct hak_heap *h);
 void  _hak_front_heap_flush(struct hak_heap *h);
 unsigned _hak_front_max_cap(unsigned c);
 size_t _hak_front_max_bytes(unsigned first, unsigned last);  /* classes [first, last) */
 void  _hak_front_init(void);                      /* after the options           */
 
-/* ---- mid.c ----------------------------------------------------------------- */
-unsigned _hak_mid_ring_cap(unsigned c);           /* from the build and options   */
+/* ---- span.c ---------------------------------------------------------------- */
 /* The span heap: blocks of the classes from HAK_SPAN_FIRST (the 40 KiB bridge
  * class) up to 1 MiB are page runs of one shared slot, so the pages one class
- * frees serve the others (see mid.c). The rings of all span classes of a
+ * frees serve the others (see span.c). The rings of all span classes of a
  * thread together hold at most HAKMEM_SPAN_CACHE_KB of blocks, besides 2
  * blocks each (front.c): the heap serves any class with what the rings
  * would hold back. */
@@ -518,7 +618,7 @@ unsigned _hak_mid_ring_cap(unsigned c);           /* from the build and options 
  * HAK_SPAN_COLORS) bytes into its run's first page. _hak_span_front has a
  * byte per HAK_SPAN_COLOR_STEP of the slot: HAK_FRONT(class) at a used
  * block's start, 0 everywhere else (written under the heap's lock, read by
- * hak_span_push; 16 MiB of address space, a page of it resident per MiB of
+ * the slow free (api.c); 16 MiB of address space, a page of it resident per MiB of
  * the heap). */
 #define HAK_SPAN_SLOT       (HAK_HOME_BASE + HAK_NFRONT)   /* past the home slots: */
 _Static_assert(HAK_SPAN_SLOT < HAK_FIRST_SLOT, "the inline free's first compare sends its blocks on");
@@ -532,7 +632,7 @@ unsigned _hak_span_take(unsigned c, unsigned max, void **chain);  /* 0: out of m
 void   _hak_span_return(unsigned c, void *chain);
 int    _hak_span_class(const void *p);            /* -1: not a block start, -2: freed */
 bool   _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
-size_t _hak_span_purge(bool force);
+size_t _hak_span_purge(const struct hak_purge_policy *pp);
 struct hak_span_stats {
   uint64_t run_bytes;       /* pages in runs, used or free                  */
   uint64_t mapped_bytes;    /* pages mapped (runs and room above them)      */
@@ -540,9 +640,6 @@ struct hak_span_stats {
   uint64_t dirty_bytes;     /* free pages not purged yet                    */
 };
 void   _hak_span_stats(struct hak_span_stats *out);  /* for the reports      */
-void   _hak_span_fork_prepare(void);
-void   _hak_span_fork_parent(void);
-void   _hak_span_fork_child(void);
 
 /* ---- large.c --------------------------------------------------------------- */
 void  *_hak_large_alloc(size_t n, size_t align, bool zero);
@@ -552,71 +649,79 @@ void  *_hak_large_realloc(void *p, size_t n);         /* NULL: move it yourself 
 size_t _hak_large_trim(void);
 size_t _hak_large_expire(uint32_t now_ms, uint32_t delay_ms);
 bool   _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
-void   _hak_large_fork_prepare(void);
-void   _hak_large_fork_parent(void);
-void   _hak_large_fork_child(void);
 
 /* ---- thread.c -------------------------------------------------------------- */
-struct hak_heap *_hak_heap_get(void);                 /* creates on first use  */
-void   _hak_heap_flush(struct hak_heap *h);           /* all its caches back   */
-void   _hak_init(void);
-bool   _hak_initialized(void);
-typedef void (*hak_heap_visit_fn)(struct hak_heap *h, void *arg);
-void   _hak_heaps_visit(hak_heap_visit_fn fn, void *arg); /* registry lock held */
+struct hak_heap *_hak_thread_heap(void);                 /* creates on first use  */
+void   _hak_thread_flush(struct hak_heap *h);           /* all its caches back   */
+void   _hak_thread_init(void);
+bool   _hak_thread_initialized(void);
+typedef void (*hak_thread_visit_fn)(struct hak_heap *h, void *arg);
+void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry lock held */
 
 /* ---- options.c ------------------------------------------------------------- */
-/* The options table: name (env HAKMEM_<name>), default, range, doc. */
+/* The options table: X(name (env HAKMEM_<name>), kind, default, lo, hi,
+ * words, doc).
+ * Kinds say how a value is typed, parsed (once, at init) and printed:
+ *   NUMBER  a decimal number, clamped to lo..hi with a warning
+ *   BOOL    0 or 1 (a number clamped to 0..1)
+ *   ENUM    one of its words ("abort|ignore"); the value is the word's
+ *           index (a number lo..hi is taken too)
+ *   LIST    comma-separated numbers, one per class from the tier's first
+ *           (_hak_options_list); an empty item is 0
+ *   REPORT  0, 1, or json:PATH (value 2; the path is _hak_options_path) */
 #define HAK_OPTIONS(X) \
-  X(STATS,            0, 0, 1,     "1: print counters at exit; json:PATH: write them as JSON") \
-  X(WARM_POOL_STATS,  0, 0, 1,     "1: print the warm pool per class at exit") \
-  X(WARM_POOL_CAP,   16, 1, HAK_WARM_MAX, "slabs kept per class in the Tiny warm pool") \
-  X(WARM_POOL_PREFILL, 3, 0, 16,   "extra slabs loaded when the warm pool runs empty") \
-  X(TINY_CACHE_KB,   64, 4, 1024,  "KiB a Tiny free list may grow to per class and thread (64 to 1024 blocks; 64 for a list used one way, 32 if only to free)") \
-  X(THREAD_CACHE_KB, 4096, 64, 1048576, "KiB of free blocks the lists of one thread may hold, all classes together") \
-  X(SPAN_CACHE_KB, 1024, 0, 1048576, "KiB of free blocks of 40 KiB to 1 MiB the lists of one thread may hold beyond 2 per class, those classes together") \
-  X(L2_RING_CAP,     POOL_L2_RING_CAP, 1, POOL_L2_RING_CAP, "capacity an L2 ring may grow to, per class (lowers the build's)") \
-  X(L25_RING_CAP,    POOL_L25_RING_CAP, 1, POOL_L25_RING_CAP, "capacity an L2.5 ring may grow to, per class (lowers the build's)") \
-  X(L2_RING_CAPS,     0, 0, 0,     "per-class L2 ring capacities, comma-separated from the smallest class (0: the pool's)") \
-  X(L25_RING_CAPS,    0, 0, 0,     "per-class L2.5 ring capacities, comma-separated (0: the pool's)") \
-  X(LARGE_CACHE_MB,  64, 0, 4096,  "MiB of freed Large mappings kept for reuse") \
-  X(PURGE_DELAY_MS,  50, 0, 60000, "ms before a free slab or cached Large range goes back to the OS, and an untouched thread list to the slabs") \
-  X(EMPTY_KEEP,       1, 0, 64,    "empty SuperSlabs per class kept committed for reuse") \
-  X(INVALID_FREE,     0, 0, 1,     "abort: an invalid free aborts; ignore: it is counted and skipped") \
-  X(PRINT_OPTIONS,    0, 0, 1,     "1: print this table with current values at start-up")
+  X(STATS,           REPORT,  0, 0, 1, NULL,    "1: print counters at exit; json:PATH: write them as JSON") \
+  X(WARM_POOL_STATS, BOOL,    0, 0, 1, NULL,    "1: print the warm pool per class at exit") \
+  X(WARM_POOL_CAP,   NUMBER, 16, 1, HAK_WARM_MAX, NULL, "slabs kept per class in the Tiny warm pool") \
+  X(WARM_POOL_PREFILL, NUMBER, 3, 0, 16, NULL,  "extra slabs loaded when the warm pool runs empty") \
+  X(TINY_CACHE_KB,   NUMBER, 64, 4, 1024, NULL, "KiB a Tiny free list may grow to per class and thread (64 to 1024 blocks; 64 for a list used one way, 32 if only to free)") \
+  X(THREAD_CACHE_KB, NUMBER, 4096, 64, 1048576, NULL, "KiB of free blocks the lists of one thread may hold, all classes together") \
+  X(SPAN_CACHE_KB,   NUMBER, 1024, 0, 1048576, NULL, "KiB of free blocks of 40 KiB to 1 MiB the lists of one thread may hold beyond 2 per class, those classes together") \
+  X(L2_RING_CAP,     NUMBER, POOL_L2_RING_CAP, 1, POOL_L2_RING_CAP, NULL, "capacity an L2 ring may grow to, per class (lowers the build's)") \
+  X(L25_RING_CAP,    NUMBER, POOL_L25_RING_CAP, 1, POOL_L25_RING_CAP, NULL, "capacity an L2.5 ring may grow to, per class (lowers the build's)") \
+  X(L2_RING_CAPS,    LIST,    0, 0, 0, NULL,    "per-class L2 ring capacities, comma-separated from the smallest class (0: the pool's)") \
+  X(L25_RING_CAPS,   LIST,    0, 0, 0, NULL,    "per-class L2.5 ring capacities, comma-separated (0: the pool's)") \
+  X(LARGE_CACHE_MB,  NUMBER, 64, 0, 4096, NULL, "MiB of freed Large mappings kept for reuse") \
+  X(PURGE_DELAY_MS,  NUMBER, 50, 0, 60000, NULL, "ms before a free slab or cached Large range goes back to the OS, and an untouched thread list to the slabs") \
+  X(EMPTY_KEEP,      NUMBER,  1, 0, 64, NULL,   "empty SuperSlabs per class kept committed for reuse") \
+  X(INVALID_FREE,    ENUM,    0, 0, 1, "abort|ignore", "abort: an invalid free aborts; ignore: it is counted and skipped") \
+  X(PRINT_OPTIONS,   BOOL,    0, 0, 1, NULL,    "1: print this table with current values at start-up")
+#define HAK_OPT_LIST_MAX HAK_NL2               /* items a LIST option holds */
 
+enum hak_option_kind { HAK_KIND_NUMBER, HAK_KIND_BOOL, HAK_KIND_ENUM, HAK_KIND_LIST, HAK_KIND_REPORT };
 enum hak_option_id {
-#define HAK_OPT_ENUM(name, def, lo, hi, doc) HAK_OPT_##name,
-  HAK_OPTIONS(HAK_OPT_ENUM)
-#undef HAK_OPT_ENUM
+#define HAK_OPT_ENUM_ID(name, kind, def, lo, hi, words, doc) HAK_OPT_##name,
+  HAK_OPTIONS(HAK_OPT_ENUM_ID)
+#undef HAK_OPT_ENUM_ID
   HAK_OPT_COUNT
 };
 void  _hak_options_init(void);
-long  _hak_option(enum hak_option_id id);
-const char *_hak_option_string(enum hak_option_id id);  /* raw text or NULL  */
+long  _hak_options_get(enum hak_option_id id);
+unsigned _hak_options_list(enum hak_option_id id, unsigned i);  /* LIST: item i, or 0 */
+const char *_hak_options_path(enum hak_option_id id);           /* REPORT: the json path or NULL */
 void  _hak_options_print(void);
 
 /* ---- stats.c --------------------------------------------------------------- */
 void  _hak_stats_merge_heap(struct hak_heap *h);   /* at thread exit          */
 void  _hak_stats_at_exit(void);
-void  _hak_gauge_add(_Atomic int64_t *g, _Atomic int64_t *peak, int64_t delta);
+void  _hak_stats_gauge_add(_Atomic int64_t *g, _Atomic int64_t *peak, int64_t delta);
 
 /* ---- guard.c --------------------------------------------------------------- */
-__attribute__((noreturn)) void _hak_guard_assert_failed(const char *what, const char *file, int line);
+HAK_SLOW __attribute__((noreturn)) void _hak_guard_assert_failed(const char *what, const char *file, int line);
 /* A pointer that is not a live hakmem block: hand it to the C library when it
  * is one of its blocks, else one line on stderr and abort (or ignore). */
-void   _hak_guard_foreign_free(void *p, const char *call);
-size_t _hak_guard_foreign_usable(const void *p, const char *call);
-void  *_hak_guard_foreign_realloc(void *p, size_t n, const char *call);
-__attribute__((noreturn)) void _hak_guard_double_free(const void *p, const char *call, size_t size); /* size 0: unknown */
-__attribute__((noreturn)) void _hak_guard_bad_pointer(const void *p, const char *call, const char *why);
+HAK_SLOW void   _hak_guard_foreign_free(void *p, const char *call);
+HAK_SLOW size_t _hak_guard_foreign_usable(const void *p, const char *call);
+HAK_SLOW void  *_hak_guard_foreign_realloc(void *p, size_t n, const char *call);
+HAK_SLOW __attribute__((noreturn)) void _hak_guard_double_free(const void *p, const char *call, size_t size); /* size 0: unknown */
+HAK_SLOW __attribute__((noreturn)) void _hak_guard_bad_pointer(const void *p, const char *call, const char *why);
 /* printf to stderr / to fd through a stack buffer: never allocates. */
 void   _hak_guard_write(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void   _hak_guard_printf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- api.c ----------------------------------------------------------------- */
-void  *_hak_malloc_slow(size_t n);
-void   _hak_free_slow(void *p, const char *call);
-void   _hak_free_front(void *p);         /* a valid block whose list was full */
+HAK_SLOW void *_hak_api_malloc_slow(size_t n);
+HAK_SLOW void  _hak_api_free_slow(void *p, const char *call);
 
 /* ======================================================================= */
 /* Fast paths                                                                */
@@ -635,8 +740,8 @@ void   _hak_free_front(void *p);         /* a valid block whose list was full */
 HAK_FAST unsigned hak_map_slot(uintptr_t a) {
   return (unsigned)(a >> HAK_REGION_SHIFT) & (HAK_REGION_SLOTS - 1);
 }
-HAK_FAST uint64_t hak_map_limit(uintptr_t slot) { return HAK_RACY_LOAD(_hak_map.limit[slot]); }
-HAK_FAST uint64_t hak_map_magic(uintptr_t slot) { return HAK_RACY_LOAD(_hak_map.magic[slot]); }
+HAK_FAST uint64_t hak_map_limit(uintptr_t slot) { return HAK_RACY_LOAD(_hak_region_map.limit[slot]); }
+HAK_FAST uint64_t hak_map_magic(uintptr_t slot) { return HAK_RACY_LOAD(_hak_region_map.magic[slot]); }
 
 /* Is a the start of a block in a class region? *slot is its map slot. */
 HAK_FAST bool hak_map_is_block(uintptr_t a, uintptr_t *slot) {
@@ -645,10 +750,10 @@ HAK_FAST bool hak_map_is_block(uintptr_t a, uintptr_t *slot) {
 }
 
 /* The class of the region in a slot that holds one. */
-HAK_FAST unsigned hak_map_class(uintptr_t slot) { return _hak_map.front[slot] - 1u; }
+HAK_FAST unsigned hak_map_class(uintptr_t slot) { return _hak_region_map.front[slot] - 1u; }
 
 /* The class of p when p is the start of a block in a class region, else -1. */
-HAK_FAST int hak_block_class(const void *p) {
+static inline int hak_block_class(const void *p) {
   uintptr_t slot;
   return hak_map_is_block((uintptr_t)p, &slot) ? (int)hak_map_class(slot) : -1;
 }
@@ -659,7 +764,7 @@ HAK_FAST int hak_block_class(const void *p) {
 HAK_FAST bool hak_home_push(uintptr_t s, void **b) {
 #if HAK_TLS_ASM
   void *tp, *old;
-  __asm__ goto("movq _hak_tls@gottpoff(%%rip), %[tp]\n\t"
+  __asm__ goto("movq _hak_thread_tls@gottpoff(%%rip), %[tp]\n\t"
                "subq $1, %%fs:%c[credit](%[tp],%[s],8)\n\t"
                "js %l[none]\n\t"
                "movq %%fs:%c[head](%[tp],%[s],8), %[old]\n\t"
@@ -676,9 +781,9 @@ none:
   return false;
 #else
   uintptr_t f = s - HAK_HOME_BASE;
-  if (--_hak_tls.credit[f] < 0) return false;
-  b[0] = _hak_tls.head[f];
-  _hak_tls.head[f] = b;
+  if (--_hak_thread_tls.credit[f] < 0) return false;
+  b[0] = _hak_thread_tls.head[f];
+  _hak_thread_tls.head[f] = b;
   return true;
 #endif
 }
@@ -698,56 +803,37 @@ HAK_FAST void *hak_list_pop(intptr_t e) {
             : "cc", "memory");
 #else
   uintptr_t f = (uintptr_t)e;
-  void **b = (void **)_hak_tls.head[f];
+  void **b = (void **)_hak_thread_tls.head[f];
   if (HAK_LIKELY(b != NULL)) {
-    _hak_tls.head[f] = b[0];
-    _hak_tls.credit[f]++;
+    _hak_thread_tls.head[f] = b[0];
+    _hak_thread_tls.credit[f]++;
 #endif
     b[1] = NULL;                              /* not free any more */
 #if HAK_FAST_STATS
-    _hak_tls.heap->stats.hits[hak_entry_front(e) - 1]++;   /* a list holds blocks only once the heap exists */
+    _hak_thread_tls.heap->stats.hits[hak_entry_front(e) - 1]++;   /* a list holds blocks only once the heap exists */
 #endif
   }
   return b;
 }
 
-/* The first step of free's slow path: a used span block (mid.c) goes on
- * this thread's list while the list has credit, with the checks of the
- * inline free (block start, not already free). 1: pushed; -1: a valid,
- * not-free block whose list had no credit (its credit is -1 now, and *f
- * its front slot); 0: anything else. */
-HAK_FAST int hak_span_push(void *p, unsigned *f) {
-  uintptr_t a = (uintptr_t)p;
-  if (a >> HAK_REGION_SHIFT != HAK_SPAN_SLOT) return 0;
-  void **b = p;
-  void *key = HAK_FREE_KEY;
-  *f = HAK_RACY_LOAD(_hak_span_front[(uint32_t)a >> HAK_SPAN_STEP_SHIFT]);
-  if (*f == 0 || (a & (HAK_SPAN_COLOR_STEP - 1)) != 0 || b[1] == key) return 0;
-  if (!hak_home_push(*f + HAK_HOME_BASE, b)) return -1;
-  b[1] = key;
-#if HAK_FAST_STATS
-  _hak_tls.heap->stats.frees[*f - 1]++;
-#endif
-  return 1;
-}
-
 /* HAK_FAST malloc: pop the thread front's list of the class. One branch
  * besides the size test (a size whose table entry is not written yet finds
  * an empty list: the TCB word on x86-64, slot 0 elsewhere); everything else
- * is _hak_malloc_slow. */
+ * is _hak_api_malloc_slow. */
 HAK_FAST void *hak_malloc_inline(size_t n) {
   if (HAK_LIKELY(n <= HAK_TABLE_MAX)) {
-    void *b = hak_list_pop(HAK_RACY_LOAD(_hak_front_of_size[n]));
+    void *b = hak_list_pop(HAK_RACY_LOAD(_hak_class_front_of_size[n]));
     if (HAK_LIKELY(b != NULL)) return b;
   }
-  return _hak_malloc_slow(n);
+  return _hak_api_malloc_slow(n);
 }
 
 /* HAK_FAST free: a block of a class's home region (slot s, list
  * s - HAK_HOME_BASE) goes on this thread's list while the list has credit.
  * The checks (block start below the region's mapped end, not already free)
- * cost one compare each; anything else (full list, other regions, Large,
- * foreign, bad pointers) goes to a slow path. */
+ * cost one compare each. A full list goes to the front's slow free;
+ * anything else (span blocks, other regions, Large, foreign, bad pointers)
+ * to _hak_api_free_slow. */
 HAK_FAST void hak_free_inline(void *p) {
   uintptr_t a = (uintptr_t)p, s = a >> HAK_REGION_SHIFT;
   if (HAK_LIKELY(s < HAK_HOME_BASE + HAK_NFRONT &&
@@ -758,15 +844,15 @@ HAK_FAST void hak_free_inline(void *p) {
       if (HAK_LIKELY(hak_home_push(s, b))) {
         b[1] = key;
 #if HAK_FAST_STATS
-        _hak_tls.heap->stats.frees[s - HAK_HOME_BASE - 1]++;
+        _hak_thread_tls.heap->stats.frees[s - HAK_HOME_BASE - 1]++;
 #endif
         return;
       }
-      _hak_free_front(p);
+      _hak_front_free_slow(p, (unsigned)(s - HAK_HOME_BASE - 1));   /* a home slot: its class */
       return;
     }
   }
-  _hak_free_slow(p, "free");
+  _hak_api_free_slow(p, "free");
 }
 
 #pragma GCC visibility pop

@@ -13,7 +13,7 @@
 struct large_entry { uintptr_t addr; size_t bytes; uint32_t freed_ms; };
 
 /* Live blocks: open addressing, linear probing, backward-shift deletion. */
-static hak_lock_t large_lock;
+hak_lock_t _hak_large_lock;
 static struct large_entry *table;
 static size_t table_cap, table_count;
 
@@ -75,7 +75,7 @@ static void table_remove(struct large_entry *e) {
 }
 
 static struct hak_stats *thread_stats(void) {
-  return _hak_tls.heap ? &_hak_tls.heap->stats : NULL;
+  return _hak_thread_tls.heap ? &_hak_thread_tls.heap->stats : NULL;
 }
 
 /* The cache holds resident page ranges (freed blocks, their tails, split
@@ -90,7 +90,7 @@ static struct large_entry cache_cut(unsigned i, size_t bytes) {
   if (cache[i].bytes > bytes) { cache[i].addr += bytes; cache[i].bytes -= bytes; }
   else cache_drop(i);
   cache_bytes -= bytes;
-  atomic_fetch_sub(&_hak_gauges.bytes_large_cached, (int64_t)bytes);
+  atomic_fetch_sub(&_hak_stats_gauges.bytes_large_cached, (int64_t)bytes);
   return out;
 }
 
@@ -112,14 +112,14 @@ static int cache_find_at(uintptr_t addr, size_t bytes) {
 
 static void unmap_block(uintptr_t addr, size_t bytes) {
   _hak_os_unmap((void *)addr, bytes);
-  _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, -(int64_t)bytes);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, -(int64_t)bytes);
 }
 
 /* Keeps a freed range when it fits the byte bound, evicting the oldest;
  * else unmaps it. Adjacent cached ranges merge with it, so fragments of one
  * block come back together. */
 static void cache_put(uintptr_t addr, size_t bytes) {
-  size_t bound = (size_t)_hak_option(HAK_OPT_LARGE_CACHE_MB) << 20;
+  size_t bound = (size_t)_hak_options_get(HAK_OPT_LARGE_CACHE_MB) << 20;
   for (unsigned i = 0; i < cache_count;) {
     struct large_entry *r = &cache[i];
     if (r->addr + r->bytes == addr || addr + bytes == r->addr) {
@@ -138,7 +138,7 @@ static void cache_put(uintptr_t addr, size_t bytes) {
   }
   cache[cache_count++] = (struct large_entry){ addr, bytes, _hak_os_now_ms() };
   cache_bytes += bytes;
-  atomic_fetch_add(&_hak_gauges.bytes_large_cached, (int64_t)bytes);
+  atomic_fetch_add(&_hak_stats_gauges.bytes_large_cached, (int64_t)bytes);
 }
 
 /* A block has at least one page, also for n == 0 (a zero-size aligned
@@ -149,27 +149,27 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   size_t bytes = n ? (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1) : HAK_PAGE;
   if (bytes < n || bytes > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   struct large_entry e;
-  hak_lock(&large_lock);
+  hak_lock(&_hak_large_lock);
   int i = cache_best_fit(bytes, align);
   bool cached = i >= 0;
   if (cached) e = cache_cut((unsigned)i, bytes);
-  hak_unlock(&large_lock);
+  hak_unlock(&_hak_large_lock);
   if (!cached) {
     void *p = _hak_os_map_aligned(bytes, align);
     if (!p && _hak_large_trim()) p = _hak_os_map_aligned(bytes, align);   /* out of memory: drop the cache, retry */
     if (!p) { errno = ENOMEM; return NULL; }
     e = (struct large_entry){ (uintptr_t)p, bytes, 0 };
-    _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, (int64_t)bytes);
+    _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)bytes);
   } else {
-    atomic_fetch_add_explicit(&_hak_gauges.bytes_reused, (int64_t)e.bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_reused, (int64_t)e.bytes, memory_order_relaxed);
     if (zero) memset((void *)e.addr, 0, n);
   }
-  hak_lock(&large_lock);
+  hak_lock(&_hak_large_lock);
   bool ok = table_insert(e.addr, e.bytes);
-  hak_unlock(&large_lock);
+  hak_unlock(&_hak_large_lock);
   if (!ok) { unmap_block(e.addr, e.bytes); errno = ENOMEM; return NULL; }
-  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, (int64_t)e.bytes);
-  _hak_gauge_add(&_hak_gauges.bytes_large, &_hak_gauges.bytes_large_peak, (int64_t)e.bytes);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, (int64_t)e.bytes);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_large, &_hak_stats_gauges.bytes_large_peak, (int64_t)e.bytes);
   struct hak_stats *st = thread_stats();
   if (st) { st->large_allocs++; st->large_cache_hits += cached; }
   return (void *)e.addr;
@@ -179,31 +179,31 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
  * double free. Returns false when p is not a Large block at all. */
 bool _hak_large_free(void *p, const char *call) {
   uintptr_t a = (uintptr_t)p;
-  hak_lock(&large_lock);
+  hak_lock(&_hak_large_lock);
   struct large_entry *e = table_find(a);
   if (!e) {
     int i = cache_find_at(a, 0);                  /* freed, and still cached */
     size_t bytes = i >= 0 ? cache[i].bytes : 0;
-    hak_unlock(&large_lock);
+    hak_unlock(&_hak_large_lock);
     if (i >= 0) _hak_guard_double_free(p, call, bytes);
     return false;
   }
   size_t bytes = e->bytes;
   table_remove(e);
   cache_put(a, bytes);
-  hak_unlock(&large_lock);
-  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, -(int64_t)bytes);
-  _hak_gauge_add(&_hak_gauges.bytes_large, &_hak_gauges.bytes_large_peak, -(int64_t)bytes);
+  hak_unlock(&_hak_large_lock);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, -(int64_t)bytes);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_large, &_hak_stats_gauges.bytes_large_peak, -(int64_t)bytes);
   struct hak_stats *st = thread_stats();
   if (st) st->large_frees++;
   return true;
 }
 
 size_t _hak_large_usable(const void *p) {
-  hak_lock(&large_lock);
+  hak_lock(&_hak_large_lock);
   struct large_entry *e = table_find((uintptr_t)p);
   size_t bytes = e ? e->bytes : 0;
-  hak_unlock(&large_lock);
+  hak_unlock(&_hak_large_lock);
   return bytes;
 }
 
@@ -215,7 +215,7 @@ size_t _hak_large_usable(const void *p) {
 void *_hak_large_realloc(void *p, size_t n) {
   size_t bytes = (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1);
   if (bytes < n || bytes > PTRDIFF_MAX) return NULL;
-  hak_lock(&large_lock);
+  hak_lock(&_hak_large_lock);
   struct large_entry *e = table_find((uintptr_t)p);
   size_t old = e->bytes;
   void *q = p;
@@ -231,14 +231,14 @@ void *_hak_large_realloc(void *p, size_t n) {
     if (q) {
       table_remove(e);
       table_insert((uintptr_t)q, bytes);     /* cannot fail: a slot was just freed */
-      _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, (int64_t)(bytes - old));
+      _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)(bytes - old));
     }
   }
-  hak_unlock(&large_lock);
+  hak_unlock(&_hak_large_lock);
   if (!q) return NULL;
   int64_t delta = (int64_t)bytes - (int64_t)old;
-  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, delta);
-  _hak_gauge_add(&_hak_gauges.bytes_large, &_hak_gauges.bytes_large_peak, delta);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, delta);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_large, &_hak_stats_gauges.bytes_large_peak, delta);
   struct hak_stats *st = thread_stats();
   if (st && q != p) st->large_remaps++;
   return q;
@@ -247,7 +247,7 @@ void *_hak_large_realloc(void *p, size_t n) {
 /* The live Large block that contains a (for diagnostics: a scan). */
 bool _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
   bool found = false;
-  hak_lock(&large_lock);
+  hak_lock(&_hak_large_lock);
   for (size_t i = 0; i < table_cap && !found; i++) {
     if (table[i].addr && a - table[i].addr < table[i].bytes) {
       *start = table[i].addr;
@@ -255,36 +255,32 @@ bool _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
       found = true;
     }
   }
-  hak_unlock(&large_lock);
+  hak_unlock(&_hak_large_lock);
   return found;
 }
 
 /* Unmaps the cached ranges that stayed unused for delay_ms. */
 size_t _hak_large_expire(uint32_t now_ms, uint32_t delay_ms) {
   size_t released = 0;
-  hak_lock(&large_lock);
+  hak_lock(&_hak_large_lock);
   for (unsigned i = 0; i < cache_count;) {
     if (now_ms - cache[i].freed_ms < delay_ms) { i++; continue; }
     struct large_entry r = cache_cut(i, cache[i].bytes);
     unmap_block(r.addr, r.bytes);
     released += r.bytes;
   }
-  hak_unlock(&large_lock);
+  hak_unlock(&_hak_large_lock);
   return released;
 }
 
 /* Unmaps every cached range; returns the bytes released. */
 size_t _hak_large_trim(void) {
-  hak_lock(&large_lock);
+  hak_lock(&_hak_large_lock);
   size_t released = cache_bytes;
   while (cache_count) {
     struct large_entry r = cache_cut(0, cache[0].bytes);
     unmap_block(r.addr, r.bytes);
   }
-  hak_unlock(&large_lock);
+  hak_unlock(&_hak_large_lock);
   return released;
 }
-
-void _hak_large_fork_prepare(void) { hak_lock(&large_lock); }
-void _hak_large_fork_parent(void)  { hak_unlock(&large_lock); }
-void _hak_large_fork_child(void)   { atomic_store(&large_lock.held, 0); }

@@ -5,7 +5,6 @@
 #include "hakmem_internal.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -49,8 +48,8 @@ void _hak_os_unmap(void *p, size_t bytes) {
 void _hak_os_purge(void *p, size_t bytes) {
   if (!bytes) return;
   madvise(p, bytes, MADV_DONTNEED);     /* not MADV_FREE: see docs/experiments.md */
-  atomic_fetch_add_explicit(&_hak_gauges.bytes_purged, (int64_t)bytes, memory_order_relaxed);
-  atomic_fetch_add_explicit(&_hak_gauges.purge_calls, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_purged, (int64_t)bytes, memory_order_relaxed);
+  atomic_fetch_add_explicit(&_hak_stats_gauges.purge_calls, 1, memory_order_relaxed);
 }
 
 /* Private pages back to the OS; they read 0 again (tables, not blocks: no
@@ -78,7 +77,7 @@ uint64_t _hak_os_now_ns(void) {
 
 /* ---- metadata arena: bump allocation from 1 MiB chunks ------------------ */
 #define HAK_META_CHUNK (1u << 20)
-static hak_lock_t meta_lock;
+hak_lock_t _hak_os_meta_lock;
 static char *meta_cur, *meta_end;
 
 void *_hak_os_meta_alloc(size_t bytes) {
@@ -87,37 +86,15 @@ void *_hak_os_meta_alloc(size_t bytes) {
     size_t rounded = (bytes + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1);
     return _hak_os_map(rounded);
   }
-  hak_lock(&meta_lock);
+  hak_lock(&_hak_os_meta_lock);
   if ((size_t)(meta_end - meta_cur) < bytes) {
     char *chunk = _hak_os_map(HAK_META_CHUNK);
-    if (!chunk) { hak_unlock(&meta_lock); return NULL; }
+    if (!chunk) { hak_unlock(&_hak_os_meta_lock); return NULL; }
     meta_cur = chunk;
     meta_end = chunk + HAK_META_CHUNK;
   }
   void *p = meta_cur;
   meta_cur += bytes;
-  hak_unlock(&meta_lock);
+  hak_unlock(&_hak_os_meta_lock);
   return p;
-}
-
-void _hak_os_fork_prepare(void) { hak_lock(&meta_lock); }
-void _hak_os_fork_parent(void)  { hak_unlock(&meta_lock); }
-void _hak_os_fork_child(void)   { atomic_store(&meta_lock.held, 0); }
-
-/* Spin briefly, then yield: the holder may be descheduled (2 cores, 8 threads). */
-void _hak_lock_slow(hak_lock_t *l) {
-  for (unsigned spins = 0;; spins++) {
-    int expected = 0;
-    if (atomic_load_explicit(&l->held, memory_order_relaxed) == 0 &&
-        atomic_compare_exchange_weak_explicit(&l->held, &expected, 1,
-            memory_order_acquire, memory_order_relaxed))
-      return;
-    if (spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    } else {
-      sched_yield();
-    }
-  }
 }

@@ -11,13 +11,13 @@
 #include <stdio.h>
 #include <unistd.h>
 
-struct hak_gauges _hak_gauges;
+struct hak_gauges _hak_stats_gauges;
 static struct hak_stats totals;
-static hak_lock_t totals_lock;
+hak_lock_t _hak_stats_totals_lock;
 
 static const char *const ss_state_names[HAK_SS_NSTATES] = { "hot", "draining", "empty" };
 
-void _hak_gauge_add(_Atomic int64_t *g, _Atomic int64_t *peak, int64_t delta) {
+void _hak_stats_gauge_add(_Atomic int64_t *g, _Atomic int64_t *peak, int64_t delta) {
   int64_t now = atomic_fetch_add_explicit(g, delta, memory_order_relaxed) + delta;
   int64_t seen = atomic_load_explicit(peak, memory_order_relaxed);
   while (now > seen && !atomic_compare_exchange_weak_explicit(peak, &seen, now,
@@ -34,9 +34,9 @@ static void stats_add(struct hak_stats *dst, const struct hak_stats *src) {
 }
 
 void _hak_stats_merge_heap(struct hak_heap *h) {
-  hak_lock(&totals_lock);
+  hak_lock(&_hak_stats_totals_lock);
   stats_add(&totals, &h->stats);
-  hak_unlock(&totals_lock);
+  hak_unlock(&_hak_stats_totals_lock);
   memset(&h->stats, 0, sizeof h->stats);
 }
 
@@ -45,13 +45,52 @@ static void add_live_heap(struct hak_heap *h, void *arg) { stats_add(arg, &h->st
 /* Totals so far: exited threads plus live heaps (read without stopping
  * their threads: a report, not an invariant). */
 static void stats_snapshot(struct hak_stats *out) {
-  hak_lock(&totals_lock);
+  hak_lock(&_hak_stats_totals_lock);
   *out = totals;
-  hak_unlock(&totals_lock);
-  _hak_heaps_visit(add_live_heap, out);
+  hak_unlock(&_hak_stats_totals_lock);
+  _hak_thread_visit_heaps(add_live_heap, out);
 }
 
 static int64_t gauge(_Atomic int64_t *g) { return atomic_load_explicit(g, memory_order_relaxed); }
+
+/* Allocator calls the counters saw: every malloc and free in a FAST_STATS
+ * build (hits and misses are every malloc of a class, frees every free to
+ * a list); else only the slow paths are counted, and the locks are reported
+ * per million of those. */
+static uint64_t allocator_calls(const struct hak_stats *st) {
+  uint64_t n = st->large_allocs + st->large_frees + st->foreign_frees + st->invalid_frees;
+  if (!HAK_FAST_STATS) return st->malloc_slow + st->free_slow;
+  for (unsigned c = 0; c < HAK_NCLS; c++) n += st->hits[c] + st->misses[c] + st->frees[c];
+  return n;
+}
+
+static double per_million(uint64_t n, uint64_t calls) { return calls ? 1e6 * (double)n / (double)calls : 0.0; }
+
+static void report_locks(int fd, const struct hak_stats *st) {
+  struct hak_lock_counts lk[HAK_LOCK_KINDS];
+  _hak_lock_counts(lk);
+  uint64_t calls = allocator_calls(st);
+  _hak_guard_printf(fd, "  locks (per million %s: %llu):\n  %-7s %12s %10s %12s %10s\n",
+                    HAK_FAST_STATS ? "allocator calls" : "slow-path calls", (unsigned long long)calls,
+                    "lock", "acquired", "/M", "contended", "/M");
+  for (unsigned k = 0; k < HAK_LOCK_KINDS; k++)
+    _hak_guard_printf(fd, "  %-7s %12llu %10.1f %12llu %10.1f  %s\n", lk[k].name,
+                      (unsigned long long)lk[k].acquired, per_million(lk[k].acquired, calls),
+                      (unsigned long long)lk[k].contended, per_million(lk[k].contended, calls), lk[k].doc);
+}
+
+/* The gauges of HAK_GAUGES, with their peaks. */
+struct gauge_desc { const char *name, *label; _Atomic int64_t *value, *peak; bool kib; };
+#define HAK_GAUGE_PEAK_PTR_PEAK(name) &_hak_stats_gauges.name##_peak
+#define HAK_GAUGE_PEAK_PTR_NONE(name) NULL
+#define HAK_GAUGE_KIB_KIB   true
+#define HAK_GAUGE_KIB_COUNT false
+static const struct gauge_desc gauges[] = {
+#define HAK_GAUGE_DESC(name, peak, unit, label, doc) \
+  { #name, label, &_hak_stats_gauges.name, HAK_GAUGE_PEAK_PTR_##peak(name), HAK_GAUGE_KIB_##unit },
+  HAK_GAUGES(HAK_GAUGE_DESC)
+#undef HAK_GAUGE_DESC
+};
 
 /* ---- text report ---------------------------------------------------------- */
 static const char *tier_name(unsigned c) {
@@ -63,13 +102,21 @@ static bool class_active(const struct hak_stats *st, unsigned c) {
   return st->hits[c] || st->misses[c] || st->frees[c] || st->refills[c];
 }
 
+/* One line: "memory: mapped N KiB (peak N), in use ...". */
+static void report_gauges_text(int fd) {
+  _hak_guard_printf(fd, "  memory:");
+  for (unsigned i = 0; i < sizeof gauges / sizeof gauges[0]; i++) {
+    const struct gauge_desc *g = &gauges[i];
+    int shift = g->kib ? 10 : 0;
+    _hak_guard_printf(fd, "%s %s %lld%s", i ? "," : "", g->label, (long long)gauge(g->value) >> shift, g->kib ? " KiB" : "");
+    if (g->peak) _hak_guard_printf(fd, " (peak %lld)", (long long)gauge(g->peak) >> shift);
+  }
+  _hak_guard_printf(fd, "\n");
+}
+
 static void report_text(int fd, const struct hak_stats *st) {
   _hak_guard_printf(fd, "hakmem %s statistics (pid %d)\n", HAKMEM_VERSION, (int)getpid());
-  _hak_guard_printf(fd, "  memory: mapped %lld KiB (peak %lld), in use %lld KiB (peak %lld), large cache %lld KiB, purged %lld KiB in %lld calls, reused %lld KiB\n",
-          (long long)gauge(&_hak_gauges.bytes_mapped) >> 10, (long long)gauge(&_hak_gauges.bytes_mapped_peak) >> 10,
-          (long long)gauge(&_hak_gauges.bytes_in_use) >> 10, (long long)gauge(&_hak_gauges.bytes_in_use_peak) >> 10,
-          (long long)gauge(&_hak_gauges.bytes_large_cached) >> 10, (long long)gauge(&_hak_gauges.bytes_purged) >> 10,
-          (long long)gauge(&_hak_gauges.purge_calls), (long long)gauge(&_hak_gauges.bytes_reused) >> 10);
+  report_gauges_text(fd);
   _hak_guard_printf(fd, "  thread front: %zu B of list heads and credits per thread (TLS); a thread caches at most %zu KiB of Tiny blocks and %zu KiB in its L2 / L2.5 rings\n",
                     sizeof(struct hak_tls), _hak_front_max_bytes(0, HAK_NTINY) >> 10,
                     _hak_front_max_bytes(HAK_NTINY, HAK_NCLS) >> 10);
@@ -81,7 +128,7 @@ static void report_text(int fd, const struct hak_stats *st) {
                     (unsigned long long)sp.dirty_bytes >> 10);
   _hak_guard_printf(fd, "  superslabs:");
   for (unsigned s = 0; s < HAK_SS_NSTATES; s++)
-    _hak_guard_printf(fd, " %s %lld", ss_state_names[s], (long long)gauge(&_hak_gauges.ss_count[s]));
+    _hak_guard_printf(fd, " %s %lld", ss_state_names[s], (long long)gauge(&_hak_stats_gauges.ss_count[s]));
   _hak_guard_printf(fd, "\n");
 #define HAK_PRINT_SCALAR(name, doc) if (st->name) _hak_guard_printf(fd, "  %-18s %12llu  %s\n", #name, (unsigned long long)st->name, doc);
   HAK_STATS_SCALARS(HAK_PRINT_SCALAR)
@@ -98,11 +145,12 @@ static void report_text(int fd, const struct hak_stats *st) {
             (unsigned long long)st->carved[c]);
   }
   if (!HAK_FAST_STATS) _hak_guard_printf(fd, "  (hits and frees count slow paths only; build with FAST_STATS=1 to count the fast path)\n");
+  report_locks(fd, st);
 }
 
 static void report_warm_pool(int fd, const struct hak_stats *st) {
-  _hak_guard_printf(fd, "hakmem warm pool (cap %ld, prefill %ld)\n", _hak_option(HAK_OPT_WARM_POOL_CAP),
-          _hak_option(HAK_OPT_WARM_POOL_PREFILL));
+  _hak_guard_printf(fd, "hakmem warm pool (cap %ld, prefill %ld)\n", _hak_options_get(HAK_OPT_WARM_POOL_CAP),
+          _hak_options_get(HAK_OPT_WARM_POOL_PREFILL));
   _hak_guard_printf(fd, "  %-5s %8s %12s %12s %12s %9s\n", "class", "size", "hits", "misses", "prefilled", "hit rate");
   for (unsigned c = 0; c < HAK_NCLS; c++) {
     uint64_t hits = st->warm_hits[c], misses = st->warm_misses[c];
@@ -120,16 +168,24 @@ static void json_array(int fd, const char *name, const uint64_t *v) {
   _hak_guard_printf(fd, "]");
 }
 
+static void json_locks(int fd, const struct hak_stats *st) {
+  struct hak_lock_counts lk[HAK_LOCK_KINDS];
+  _hak_lock_counts(lk);
+  _hak_guard_printf(fd, ",\n  \"allocator_calls\": %llu,\n  \"locks\": {", (unsigned long long)allocator_calls(st));
+  for (unsigned k = 0; k < HAK_LOCK_KINDS; k++)
+    _hak_guard_printf(fd, "%s\"%s\": {\"acquired\": %llu, \"contended\": %llu}", k ? ", " : "", lk[k].name,
+                      (unsigned long long)lk[k].acquired, (unsigned long long)lk[k].contended);
+  _hak_guard_printf(fd, "}");
+}
+
 static void report_json(int fd, const struct hak_stats *st) {
   _hak_guard_printf(fd, "{\n  \"version\": \"%s\",\n  \"pid\": %d,\n  \"fast_stats\": %s", HAKMEM_VERSION,
           (int)getpid(), HAK_FAST_STATS ? "true" : "false");
-  _hak_guard_printf(fd, ",\n  \"bytes_mapped\": %lld,\n  \"bytes_mapped_peak\": %lld,\n  \"bytes_in_use\": %lld,\n"
-              "  \"bytes_in_use_peak\": %lld,\n  \"bytes_large_cached\": %lld,\n  \"bytes_purged\": %lld,\n"
-              "  \"purge_calls\": %lld,\n  \"bytes_reused\": %lld",
-          (long long)gauge(&_hak_gauges.bytes_mapped), (long long)gauge(&_hak_gauges.bytes_mapped_peak),
-          (long long)gauge(&_hak_gauges.bytes_in_use), (long long)gauge(&_hak_gauges.bytes_in_use_peak),
-          (long long)gauge(&_hak_gauges.bytes_large_cached), (long long)gauge(&_hak_gauges.bytes_purged),
-          (long long)gauge(&_hak_gauges.purge_calls), (long long)gauge(&_hak_gauges.bytes_reused));
+  for (unsigned i = 0; i < sizeof gauges / sizeof gauges[0]; i++) {
+    const struct gauge_desc *g = &gauges[i];
+    _hak_guard_printf(fd, ",\n  \"%s\": %lld", g->name, (long long)gauge(g->value));
+    if (g->peak) _hak_guard_printf(fd, ",\n  \"%s_peak\": %lld", g->name, (long long)gauge(g->peak));
+  }
   _hak_guard_printf(fd, ",\n  \"tls_bytes_per_thread\": %zu,\n  \"tiny_cache_max_bytes_per_thread\": %zu,\n"
                     "  \"ring_max_bytes_per_thread\": %zu", sizeof(struct hak_tls),
                     _hak_front_max_bytes(0, HAK_NTINY), _hak_front_max_bytes(HAK_NTINY, HAK_NCLS));
@@ -142,11 +198,12 @@ static void report_json(int fd, const struct hak_stats *st) {
                     (unsigned long long)sp.dirty_bytes);
   _hak_guard_printf(fd, ",\n  \"superslabs\": {");
   for (unsigned s = 0; s < HAK_SS_NSTATES; s++)
-    _hak_guard_printf(fd, "%s\"%s\": %lld", s ? ", " : "", ss_state_names[s], (long long)gauge(&_hak_gauges.ss_count[s]));
+    _hak_guard_printf(fd, "%s\"%s\": %lld", s ? ", " : "", ss_state_names[s], (long long)gauge(&_hak_stats_gauges.ss_count[s]));
   _hak_guard_printf(fd, "}");
 #define HAK_JSON_SCALAR(name, doc) _hak_guard_printf(fd, ",\n  \"%s\": %llu", #name, (unsigned long long)st->name);
   HAK_STATS_SCALARS(HAK_JSON_SCALAR)
 #undef HAK_JSON_SCALAR
+  json_locks(fd, st);
   uint64_t sizes[HAK_NCLS];
   for (unsigned c = 0; c < HAK_NCLS; c++) sizes[c] = _hak_classes[c].size;
   json_array(fd, "class_size", sizes);
@@ -172,15 +229,15 @@ HAK_API int hak_stats_write_json(const char *path) {
 }
 
 void _hak_stats_at_exit(void) {
-  if (!_hak_initialized()) return;
-  long mode = _hak_option(HAK_OPT_STATS);
-  bool warm = _hak_option(HAK_OPT_WARM_POOL_STATS) != 0;
+  if (!_hak_thread_initialized()) return;
+  long mode = _hak_options_get(HAK_OPT_STATS);
+  bool warm = _hak_options_get(HAK_OPT_WARM_POOL_STATS) != 0;
   if (!mode && !warm) return;
   struct hak_stats st;
   stats_snapshot(&st);
   if (mode == 1) report_text(2, &st);
   if (mode == 2) {
-    const char *path = _hak_option_string(HAK_OPT_STATS) + 5;     /* after "json:" */
+    const char *path = _hak_options_path(HAK_OPT_STATS);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) _hak_guard_write("hakmem: cannot write statistics to %s (errno %d)\n", path, errno);
     else { report_json(fd, &st); close(fd); }

@@ -1,27 +1,24 @@
 /* thread.c — thread lifecycle: process init, one heap per thread (created on
  * the thread's first slow path, flushed and returned at its exit, then
- * reused), and fork safety (every lock held across fork, reset in the
- * child). */
+ * reused), and the registration of the fork handlers (lock.c: every lock
+ * held across fork, made free in the child). */
 #include "hakmem_internal.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <sys/auxv.h>
 
-__thread struct hak_tls _hak_tls __attribute__((tls_model("initial-exec")));
+__thread struct hak_tls _hak_thread_tls __attribute__((tls_model("initial-exec")));
 #if !HAK_SHARED_LIB
-uint64_t _hak_free_key;
+uint64_t _hak_thread_free_key;
 #endif
 
 static pthread_key_t heap_key;
 static _Atomic int init_state;                 /* 0 no, 1 running, 2 done */
-static hak_lock_t heaps_lock;
+hak_lock_t _hak_thread_heaps_lock;
 static struct hak_heap *heaps_all, *heaps_free;
 
 static void thread_exit(void *arg);
-static void fork_prepare(void);
-static void fork_parent(void);
-static void fork_child(void);
 
 #if !HAK_SHARED_LIB
 /* The free key of the static library marks blocks that are free (word 1).
@@ -36,36 +33,37 @@ static uint64_t make_free_key(void) {
 }
 #endif
 
-bool _hak_initialized(void) { return atomic_load_explicit(&init_state, memory_order_acquire) == 2; }
+bool _hak_thread_initialized(void) { return atomic_load_explicit(&init_state, memory_order_acquire) == 2; }
 
 /* Nothing here may call malloc before init_state is 2: pthread_atfork may,
  * and by then a recursive malloc finds hakmem ready. */
-void _hak_init(void) {
-  if (HAK_LIKELY(_hak_initialized())) return;
+void _hak_thread_init(void) {
+  if (HAK_LIKELY(_hak_thread_initialized())) return;
   int expected = 0;
   if (!atomic_compare_exchange_strong(&init_state, &expected, 1)) {
-    while (!_hak_initialized()) sched_yield();
+    while (!_hak_thread_initialized()) sched_yield();
     return;
   }
-  _hak_classes_init();
-  _hak_size_table_init();
+  _hak_lock_init();
+  _hak_class_init();
+  _hak_class_table_init();
   _hak_options_init();
   _hak_front_init();
 #if !HAK_SHARED_LIB
-  _hak_free_key = make_free_key();
+  _hak_thread_free_key = make_free_key();
 #endif
   pthread_key_create(&heap_key, thread_exit);
   atomic_store_explicit(&init_state, 2, memory_order_release);
-  pthread_atfork(fork_prepare, fork_parent, fork_child);
-  if (_hak_option(HAK_OPT_PRINT_OPTIONS)) _hak_options_print();
+  pthread_atfork(_hak_lock_fork_prepare, _hak_lock_fork_parent, _hak_lock_fork_child);
+  if (_hak_options_get(HAK_OPT_PRINT_OPTIONS)) _hak_options_print();
 }
 
-__attribute__((constructor)) static void hak_boot(void) { _hak_init(); }
+__attribute__((constructor)) static void hak_boot(void) { _hak_thread_init(); }
 __attribute__((destructor)) static void hak_shutdown(void) { _hak_stats_at_exit(); }
 
 static struct hak_heap *heap_create(void) {
-  _hak_init();
-  hak_lock(&heaps_lock);
+  _hak_thread_init();
+  hak_lock(&_hak_thread_heaps_lock);
   struct hak_heap *h = heaps_free;
   if (h) {
     heaps_free = h->next_free;
@@ -74,17 +72,17 @@ static struct hak_heap *heap_create(void) {
     heaps_all = h;
   }
   if (h) h->live = true;
-  hak_unlock(&heaps_lock);
+  hak_unlock(&_hak_thread_heaps_lock);
   if (!h) return NULL;
   _hak_front_heap_init(h);
-  _hak_tls.heap = h;
-  _hak_tls.exited = false;
+  _hak_thread_tls.heap = h;
+  _hak_thread_tls.exited = false;
   pthread_setspecific(heap_key, h);
   return h;
 }
 
-struct hak_heap *_hak_heap_get(void) {
-  struct hak_heap *h = _hak_tls.heap;
+struct hak_heap *_hak_thread_heap(void) {
+  struct hak_heap *h = _hak_thread_tls.heap;
   return HAK_LIKELY(h != NULL) ? h : heap_create();
 }
 
@@ -92,13 +90,9 @@ struct hak_heap *_hak_heap_get(void) {
  * the current and warm slabs are detached (released when empty, else left to
  * the shared pool). The lists are left empty, without capacity, as before
  * the thread first used them. */
-void _hak_heap_flush(struct hak_heap *h) {
+void _hak_thread_flush(struct hak_heap *h) {
   _hak_front_heap_flush(h);
-  for (unsigned c = 0; c < HAK_NCLS; c++) {
-    if (h->cur[c]) { _hak_slab_detach(h, h->cur[c]); h->cur[c] = NULL; }
-    if (c < HAK_NTINY)
-      while (h->warm_n[c]) _hak_slab_detach(h, h->warm[c][--h->warm_n[c]]);
-  }
+  _hak_refill_heap_flush(h);
 }
 
 /* Thread exit: caches back to the slabs, slabs detached (ownerless slabs with
@@ -106,47 +100,22 @@ void _hak_heap_flush(struct hak_heap *h) {
  * counters merged, the heap returned for the next thread. */
 static void thread_exit(void *arg) {
   struct hak_heap *h = arg;
-  if (!h || h != _hak_tls.heap) return;
-  _hak_heap_flush(h);
+  if (!h || h != _hak_thread_tls.heap) return;
+  _hak_thread_flush(h);
   h->stats.threads_exited++;
   _hak_stats_merge_heap(h);
-  _hak_tls.heap = NULL;
-  _hak_tls.exited = true;
-  hak_lock(&heaps_lock);
+  _hak_thread_tls.heap = NULL;
+  _hak_thread_tls.exited = true;
+  hak_lock(&_hak_thread_heaps_lock);
   h->live = false;
   h->next_free = heaps_free;
   heaps_free = h;
-  hak_unlock(&heaps_lock);
+  hak_unlock(&_hak_thread_heaps_lock);
 }
 
-void _hak_heaps_visit(hak_heap_visit_fn fn, void *arg) {
-  hak_lock(&heaps_lock);
+void _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg) {
+  hak_lock(&_hak_thread_heaps_lock);
   for (struct hak_heap *h = heaps_all; h; h = h->next_all)
     if (h->live) fn(h, arg);
-  hak_unlock(&heaps_lock);
-}
-
-/* fork: hold every lock (in the one order they nest: heaps, pools, large,
- * metadata arena) so the child never inherits one held by a thread that
- * does not exist there. */
-static void fork_prepare(void) {
-  hak_lock(&heaps_lock);
-  _hak_slab_fork_prepare();
-  _hak_span_fork_prepare();
-  _hak_large_fork_prepare();
-  _hak_os_fork_prepare();
-}
-static void fork_parent(void) {
-  _hak_os_fork_parent();
-  _hak_large_fork_parent();
-  _hak_span_fork_parent();
-  _hak_slab_fork_parent();
-  hak_unlock(&heaps_lock);
-}
-static void fork_child(void) {
-  _hak_os_fork_child();
-  _hak_large_fork_child();
-  _hak_span_fork_child();
-  _hak_slab_fork_child();
-  atomic_store(&heaps_lock.held, 0);
+  hak_unlock(&_hak_thread_heaps_lock);
 }

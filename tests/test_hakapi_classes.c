@@ -84,7 +84,7 @@ static void check_lookup(void) {
     uint32_t size = _hak_classes[c].size;
     bool smallest = c == 0 || _hak_classes[c - 1].size < n;
     bool tight = n < 64 || size * 4 <= n * 5;        /* at most 25% larger */
-    bool table = n > HAK_TABLE_MAX || _hak_front_of_size[n] == hak_size_entry(HAK_FRONT(c));  /* what the inline malloc reads */
+    bool table = n > HAK_TABLE_MAX || _hak_class_front_of_size[n] == hak_size_entry(HAK_FRONT(c));  /* what the inline malloc reads */
     if (size < n || !smallest || !tight || !table) {
       if (bad++ < 5) fprintf(stderr, "n=%zu -> C%u (%u B)\n", n, c, size);
     }
@@ -97,15 +97,15 @@ static void check_lookup(void) {
  * entry is written. */
 static void check_table_release(void) {
   CHECK(hak_malloc_trim(0) >= 0);
-  size_t written = 0, last_page = HAK_TABLE_MAX / (HAK_PAGE / sizeof _hak_front_of_size[0]) * (HAK_PAGE / sizeof _hak_front_of_size[0]);
-  for (size_t n = 0; n < last_page; n++) written += _hak_front_of_size[n] != 0;
+  size_t written = 0, last_page = HAK_TABLE_MAX / (HAK_PAGE / sizeof _hak_class_front_of_size[0]) * (HAK_PAGE / sizeof _hak_class_front_of_size[0]);
+  for (size_t n = 0; n < last_page; n++) written += _hak_class_front_of_size[n] != 0;
   CHECKF(written == 0, "%zu entries still written after malloc_trim", written);
   void *p = hak_malloc(1000);
   CHECK(p != NULL);
   hak_free(p);
   unsigned c = _hak_class_of_size(1000);
-  CHECK(_hak_front_of_size[1000] == hak_size_entry(HAK_FRONT(c)));
-  CHECK(_hak_front_of_size[9000] == 0);          /* another page: not written */
+  CHECK(_hak_class_front_of_size[1000] == hak_size_entry(HAK_FRONT(c)));
+  CHECK(_hak_class_front_of_size[9000] == 0);          /* another page: not written */
 }
 
 static void check_aligned(void) {
@@ -232,7 +232,7 @@ static void check_home_taken(void) {
 }
 
 int main(void) {
-  _hak_classes_init();
+  _hak_class_init();
   check_home_taken();
   check_home_slots();
   check_span_blocks();

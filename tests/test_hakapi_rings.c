@@ -18,7 +18,7 @@
 
 /* Blocks in the ring of class c: its current capacity less its credit. */
 static unsigned ring_len(unsigned c) {
-  unsigned len = _hak_tls.heap->cap[c] - (unsigned)HAK_CREDIT(c);
+  unsigned len = _hak_thread_tls.heap->cap[c] - (unsigned)HAK_CREDIT(c);
   unsigned walked = 0;
   for (void **b = HAK_LIST(c); b; b = b[0]) walked++;
   CHECKF(walked == len, "C%u: %u blocks in the list, capacity less credit says %u", c, walked, len);
@@ -38,25 +38,25 @@ static void check_push_pop(size_t n, unsigned want_cap) {
   for (int i = 0; i < K; i++) hak_free(blocks[i]);
   while (ring_len(c)) { void *p = hak_malloc(n); CHECK(p != NULL); }
   for (int i = 0; i < K; i++) blocks[i] = hak_malloc(n);
-  CHECKF(_hak_tls.heap->cap[c] == cap, "%zu B: after %d mallocs the ring holds %u, want %u", n, K,
-         _hak_tls.heap->cap[c], cap);
+  CHECKF(_hak_thread_tls.heap->cap[c] == cap, "%zu B: after %d mallocs the ring holds %u, want %u", n, K,
+         _hak_thread_tls.heap->cap[c], cap);
   while (ring_len(c)) { void *p = hak_malloc(n); CHECK(p != NULL); }
-  unsigned spills = (unsigned)_hak_tls.heap->stats.spills[c];
+  unsigned spills = (unsigned)_hak_thread_tls.heap->stats.spills[c];
   for (int i = 0; i < K; i++) { memset(blocks[i], i, n); hak_free(blocks[i]); }
   unsigned len = ring_len(c);
   CHECKF(len <= cap && len > 0, "%zu B: %u blocks in a ring of %u", n, len, cap);
   /* Every overflow spills cap - cap/2 blocks, so K frees into an empty ring
    * spill this often: */
   unsigned want_spills = K > cap ? (K - cap + (cap - cap / 2) - 1) / (cap - cap / 2) : 0;
-  CHECKF(_hak_tls.heap->stats.spills[c] - spills == want_spills, "%zu B: %u spills, want %u", n,
-         (unsigned)(_hak_tls.heap->stats.spills[c] - spills), want_spills);
+  CHECKF(_hak_thread_tls.heap->stats.spills[c] - spills == want_spills, "%zu B: %u spills, want %u", n,
+         (unsigned)(_hak_thread_tls.heap->stats.spills[c] - spills), want_spills);
   void *again = hak_malloc(n);
   CHECKF(again == blocks[K - 1], "%zu B: ring is not LIFO", n);
   hak_free(again);
   while (ring_len(c)) { void *p = hak_malloc(n); CHECK(p != NULL); }
-  uint64_t misses = _hak_tls.heap->stats.misses[c];
+  uint64_t misses = _hak_thread_tls.heap->stats.misses[c];
   void *p = hak_malloc(n);                       /* empty: one refill */
-  CHECK(p != NULL && _hak_tls.heap->stats.misses[c] == misses + 1);
+  CHECK(p != NULL && _hak_thread_tls.heap->stats.misses[c] == misses + 1);
   unsigned batch = 256 * KiB / _hak_classes[c].size;
   if (batch > cap / 2) batch = cap / 2;
   if (batch < 1) batch = 1;
@@ -78,7 +78,7 @@ static void *consume(void *arg) {
   unsigned c = _hak_class_of_size(256);
   unsigned whole_spills = 0;
   for (int i = 0; i < ONE_WAY_N; i++) {
-    unsigned before = _hak_tls.heap ? ring_len(c) : 0;    /* no heap before its first free */
+    unsigned before = _hak_thread_tls.heap ? ring_len(c) : 0;    /* no heap before its first free */
     hak_free(blocks[i]);
     CHECKF(ring_len(c) <= HAK_FREE_ONLY_CAP, "consumer: %u blocks held", ring_len(c));
     if (before == HAK_FREE_ONLY_CAP) {         /* full at its cap: spilled whole, then took the block */
@@ -87,7 +87,7 @@ static void *consume(void *arg) {
     }
   }
   CHECK(whole_spills > 0);
-  CHECKF(_hak_tls.heap->cap[c] == HAK_FREE_ONLY_CAP, "consumer: capacity %u, want %u", _hak_tls.heap->cap[c],
+  CHECKF(_hak_thread_tls.heap->cap[c] == HAK_FREE_ONLY_CAP, "consumer: capacity %u, want %u", _hak_thread_tls.heap->cap[c],
          HAK_FREE_ONLY_CAP);
   return NULL;
 }
@@ -97,13 +97,13 @@ static void check_one_way(void) {
   unsigned c = _hak_class_of_size(256);
   CHECK(_hak_front_max_cap(c) > 2 * HAK_ONE_WAY_CAP);
   for (int i = 0; i < ONE_WAY_N; i++) blocks[i] = hak_malloc(256);
-  CHECKF(_hak_tls.heap->cap[c] == HAK_ONE_WAY_CAP, "producer: capacity %u, want %u", _hak_tls.heap->cap[c],
+  CHECKF(_hak_thread_tls.heap->cap[c] == HAK_ONE_WAY_CAP, "producer: capacity %u, want %u", _hak_thread_tls.heap->cap[c],
          HAK_ONE_WAY_CAP);
   pthread_t t;
   CHECK(pthread_create(&t, NULL, consume, blocks) == 0 && pthread_join(t, NULL) == 0);
   for (int i = 0; i < ONE_WAY_N; i++) blocks[i] = hak_malloc(256);
   for (int i = 0; i < ONE_WAY_N; i++) hak_free(blocks[i]);   /* now both ways */
-  CHECKF(_hak_tls.heap->cap[c] == _hak_front_max_cap(c), "both ways: capacity %u, want %u", _hak_tls.heap->cap[c],
+  CHECKF(_hak_thread_tls.heap->cap[c] == _hak_front_max_cap(c), "both ways: capacity %u, want %u", _hak_thread_tls.heap->cap[c],
          _hak_front_max_cap(c));
 }
 
@@ -119,14 +119,14 @@ static void *free_all(void *arg) {
 
 /* Mid blocks allocated here and freed by another thread come back. */
 static void check_cross_thread(void) {
-  long before = atomic_load(&_hak_gauges.bytes_in_use);
+  long before = atomic_load(&_hak_stats_gauges.bytes_in_use);
   for (int round = 0; round < 20; round++) {
     void *blocks[64];
     for (int i = 0; i < 64; i++) { blocks[i] = hak_malloc(8 * KiB); memset(blocks[i], i, 8 * KiB); }
     pthread_t t;
     CHECK(pthread_create(&t, NULL, free_all, blocks) == 0 && pthread_join(t, NULL) == 0);
   }
-  long grown = atomic_load(&_hak_gauges.bytes_in_use) - before;   /* this thread's ring at most */
+  long grown = atomic_load(&_hak_stats_gauges.bytes_in_use) - before;   /* this thread's ring at most */
   CHECKF(grown <= (long)(POOL_L2_RING_CAP * 8 * KiB), "bytes in use grew by %ld after the other threads freed everything", grown);
 }
 
@@ -134,7 +134,7 @@ static void check_cross_thread(void) {
 static void check_start(void) {
   unsigned c = _hak_class_of_size(512);
   void *p = hak_malloc(512);
-  CHECKF(_hak_tls.heap->cap[c] == 4096 / 512, "512 B: start capacity %u, want 8", _hak_tls.heap->cap[c]);
+  CHECKF(_hak_thread_tls.heap->cap[c] == 4096 / 512, "512 B: start capacity %u, want 8", _hak_thread_tls.heap->cap[c]);
   CHECKF(ring_len(c) == 4096 / 512 / 2 - 1, "512 B: first refill left %u in the list, want 3", ring_len(c));
   hak_free(p);
 }
@@ -145,16 +145,16 @@ static void check_budget(void) {
   enum { N = 100 };
   static void *blocks[3][N];
   static const size_t sizes[3] = { 8 * KiB, 12 * KiB, 16 * KiB };
-  long before = atomic_load(&_hak_gauges.bytes_in_use);
+  long before = atomic_load(&_hak_stats_gauges.bytes_in_use);
   for (int k = 0; k < 3; k++)
     for (int i = 0; i < N; i++) { blocks[k][i] = hak_malloc(sizes[k]); memset(blocks[k][i], 1, sizes[k]); }
   for (int k = 0; k < 3; k++)
     for (int i = 0; i < N; i++) hak_free(blocks[k][i]);
   size_t held = 0;
   for (unsigned c = 0; c < HAK_NCLS; c++) held += (size_t)ring_len(c) * _hak_classes[c].size;
-  CHECKF(_hak_tls.heap->cap_bytes <= 256 * KiB, "capacities add up to %zu B", _hak_tls.heap->cap_bytes);
+  CHECKF(_hak_thread_tls.heap->cap_bytes <= 256 * KiB, "capacities add up to %zu B", _hak_thread_tls.heap->cap_bytes);
   CHECKF(held <= 256 * KiB, "the lists hold %zu B", held);
-  long grown = atomic_load(&_hak_gauges.bytes_in_use) - before;
+  long grown = atomic_load(&_hak_stats_gauges.bytes_in_use) - before;
   CHECKF(grown <= (long)(256 * KiB), "bytes in use grew by %ld", grown);
 }
 
@@ -172,8 +172,8 @@ static void check_idle_release(void) {
   unsigned ca = _hak_class_of_size(256), cb = _hak_class_of_size(1000);
   for (int i = 0; i < N; i++) a[i] = hak_malloc(256);
   for (int i = 0; i < N; i++) hak_free(a[i]);
-  CHECK(HAK_LIST(ca) != NULL && _hak_tls.heap->cap[ca] > 0);
-  uint64_t before = _hak_tls.heap->stats.idle_releases;
+  CHECK(HAK_LIST(ca) != NULL && _hak_thread_tls.heap->cap[ca] > 0);
+  uint64_t before = _hak_thread_tls.heap->stats.idle_releases;
   for (int look = 0; look < 4; look++) {
     sleep_ms(30);
     for (int round = 0; round < 40; round++) {   /* slow paths of class cb only */
@@ -181,16 +181,16 @@ static void check_idle_release(void) {
       for (int i = 0; i < M; i++) hak_free(b[(i * 7) % M]);
     }
   }
-  CHECKF(HAK_LIST(ca) == NULL && _hak_tls.heap->cap[ca] == 0 && HAK_CREDIT(ca) == 0,
-         "the unused class kept %u blocks of capacity", _hak_tls.heap->cap[ca]);
-  CHECK(_hak_tls.heap->stats.idle_releases > before);
-  CHECKF(_hak_tls.heap->cap[cb] > 0, "the class in use lost its list");
+  CHECKF(HAK_LIST(ca) == NULL && _hak_thread_tls.heap->cap[ca] == 0 && HAK_CREDIT(ca) == 0,
+         "the unused class kept %u blocks of capacity", _hak_thread_tls.heap->cap[ca]);
+  CHECK(_hak_thread_tls.heap->stats.idle_releases > before);
+  CHECKF(_hak_thread_tls.heap->cap[cb] > 0, "the class in use lost its list");
 }
 
 /* The default capacity of a span class's ring (40 KiB up): the pool's, within
  * 2 blocks and HAKMEM_SPAN_CACHE_KB more. */
 static unsigned span_cap(size_t n) {
-  size_t by_bytes = 2 + (size_t)_hak_option(HAK_OPT_SPAN_CACHE_KB) * KiB / _hak_classes[_hak_class_of_size(n)].size;
+  size_t by_bytes = 2 + (size_t)_hak_options_get(HAK_OPT_SPAN_CACHE_KB) * KiB / _hak_classes[_hak_class_of_size(n)].size;
   return by_bytes < POOL_L25_RING_CAP ? (unsigned)by_bytes : POOL_L25_RING_CAP;
 }
 
@@ -211,8 +211,8 @@ static void check_span_budget(void) {
   }
   size_t held = 0;
   for (unsigned c = HAK_SPAN_FIRST; c < HAK_NCLS; c++) held += (size_t)ring_len(c) * _hak_classes[c].size;
-  CHECKF(_hak_tls.heap->span_cap_bytes <= 512 * KiB, "span capacities beyond the start add up to %zu B",
-         _hak_tls.heap->span_cap_bytes);
+  CHECKF(_hak_thread_tls.heap->span_cap_bytes <= 512 * KiB, "span capacities beyond the start add up to %zu B",
+         _hak_thread_tls.heap->span_cap_bytes);
   CHECKF(held <= starts + 512 * KiB, "the span lists hold %zu B", held);
   CHECKF(held > starts, "the span lists did not grow past their start (%zu B)", held);
 }

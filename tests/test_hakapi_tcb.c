@@ -21,7 +21,7 @@ static void tcb_word_set(uint64_t w) {
 }
 
 __attribute__((constructor(101))) static void poison(void) {
-  initialized_before = _hak_initialized();
+  initialized_before = _hak_thread_initialized();
   tcb_word_set((uint64_t)(uintptr_t)decoy);
 }
 
@@ -41,7 +41,7 @@ int main(void) {
   CHECK(pthread_join(t, &word) == 0);
   CHECKF(word == NULL, "%%fs:%#x reads %p in a new thread, not 0", HAK_TCB_ZERO, word);
   size_t unwritten = 0;
-  for (size_t n = 0; n <= HAK_TABLE_MAX; n++) unwritten += _hak_front_of_size[n] == 0;
+  for (size_t n = 0; n <= HAK_TABLE_MAX; n++) unwritten += _hak_class_front_of_size[n] == 0;
   CHECKF(unwritten == 0, "%zu table entries not written", unwritten);
 #endif
   /* Every size the table serves, and the largest class sizes' neighbours. */

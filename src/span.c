@@ -1,57 +1,5 @@
-/* mid.c — the L2 (2 KiB .. 52 KiB) and L2.5 (.. 1 MiB) pools' ring
- * capacities, and the span heap that serves the blocks from 40 KiB up
- * (below). A class's ring is its thread-front list (front.c): per thread,
- * LIFO, refilled and spilled in batches; this file decides how many blocks
- * it may hold.
- *
- * Capacities: POOL_L2_RING_CAP / POOL_L25_RING_CAP at build time, lowered
- * per pool (HAKMEM_L2_RING_CAP, HAKMEM_L25_RING_CAP) or per class
- * (HAKMEM_L2_RING_CAPS=24,32,...), and never above HAK_RING_MAX_BYTES of
- * blocks (a span class: 2, and HAKMEM_SPAN_CACHE_KB for all of them
- * together, front.c). (Adaptive capacities were measured and dropped: see
- * docs/experiments.md.) */
-#include "hakmem_internal.h"
-
-#include <errno.h>
-#include <string.h>
-
-#define HAK_RING_MAX_BYTES   (2048u * 1024)
-#define HAK_RING_MIN_CAP     2u
-
-static unsigned build_cap(unsigned c) {
-  return _hak_classes[c].tier == HAK_TIER_L2 ? POOL_L2_RING_CAP : POOL_L25_RING_CAP;
-}
-
-/* The i-th number of a comma-separated list, or 0. */
-static unsigned list_item(const char *list, unsigned i) {
-  if (!list) return 0;
-  for (; i && *list; list++) if (*list == ',') i--;
-  unsigned v = 0;
-  for (; *list >= '0' && *list <= '9' && v < 100000; list++) v = v * 10 + (unsigned)(*list - '0');
-  return v;
-}
-
-/* The capacity of class c's ring: per-class list, else the pool's option;
- * at most the build capacity and HAK_RING_MAX_BYTES of blocks (a span
- * class: 2 blocks and HAKMEM_SPAN_CACHE_KB more), but 2 blocks if the pool
- * allows that. */
-unsigned _hak_mid_ring_cap(unsigned c) {
-  bool l2 = _hak_classes[c].tier == HAK_TIER_L2;
-  unsigned first = l2 ? HAK_NTINY : HAK_NTINY + HAK_NL2;
-  unsigned cap = list_item(_hak_option_string(l2 ? HAK_OPT_L2_RING_CAPS : HAK_OPT_L25_RING_CAPS), c - first);
-  if (!cap) cap = (unsigned)_hak_option(l2 ? HAK_OPT_L2_RING_CAP : HAK_OPT_L25_RING_CAP);
-  if (cap > build_cap(c)) cap = build_cap(c);
-  size_t by_bytes = c >= HAK_SPAN_FIRST
-                  ? HAK_RING_MIN_CAP + (size_t)_hak_option(HAK_OPT_SPAN_CACHE_KB) * 1024 / _hak_classes[c].size
-                  : HAK_RING_MAX_BYTES / _hak_classes[c].size;
-  if (by_bytes < HAK_RING_MIN_CAP) by_bytes = HAK_RING_MIN_CAP;
-  if (cap > by_bytes) cap = (unsigned)by_bytes;
-  return cap ? cap : 1;
-}
-
-/* ---- the span heap --------------------------------------------------------------
- * Blocks of the span classes (HAK_SPAN_FIRST, the 40 KiB bridge class, up to
- * 1 MiB) are not carved from class regions: each is a run of whole pages in
+/* span.c — the span heap. Blocks of the span classes (HAK_SPAN_FIRST, the
+ * 40 KiB bridge class, up to 1 MiB) are not carved from class regions: each is a run of whole pages in
  * one shared slot, taken from and given back to one page heap, so the pages
  * one class frees serve any other class at once (with a region per class,
  * every class kept the memory of its own peak: docs/experiments.md). A free
@@ -66,10 +14,15 @@ unsigned _hak_mid_ring_cap(unsigned c) {
  *
  * The slot is HAK_SPAN_SLOT, the one after the home slots, so free's
  * inline path sends span blocks on at its first compare, to the slow path
- * whose first step (hak_span_push) finds the block's class in
- * _hak_span_front. Every change is made under span.lock; the
+ * whose first step (span_push, api.c) finds the block's class in
+ * _hak_span_front. Every change is made under the span lock; the
  * page table is read without it only to check a pointer the caller holds (a
  * live run does not change under its owner) or to describe a bad one. */
+#include "hakmem_internal.h"
+
+#include <errno.h>
+#include <string.h>
+
 #define SPAN_GROW        (2u << 20)          /* bytes mapped at a time            */
 #define SPAN_BUCKETS     258u                /* free runs of 1..257 pages; [0]: longer */
 #define SPAN_NONE        UINT32_MAX
@@ -96,8 +49,8 @@ struct span_page {
 /* The heap's first page: the start of its slot, fixed at build time. */
 #define SPAN_BASE ((uintptr_t)HAK_SPAN_SLOT << HAK_REGION_SHIFT)
 
+hak_lock_t _hak_span_lock;
 static struct {
-  hak_lock_t lock;
   _Atomic bool opened;
   struct span_page *page;   /* HAK_SPAN_PAGES entries, touched as used      */
   _Atomic uint32_t top;     /* pages in runs                                */
@@ -196,7 +149,7 @@ static bool span_map_to(uint32_t end) {
   if (!_hak_os_map_at(at, bytes) &&
       !(errno == ENOMEM && _hak_large_trim() && _hak_os_map_at(at, bytes))) return false;
   span.mapped += (uint32_t)(bytes >> HAK_SPAN_PAGE_SHIFT);
-  _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak, (int64_t)bytes);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)bytes);
   return true;
 }
 
@@ -221,7 +174,7 @@ static uint32_t run_alloc(uint32_t len, unsigned c) {
     bucket_remove(i);
     run_clear(i, e.len);
     if (e.len > len) free_run_set(i + len, e.len - len, e.dirty, e.freed_ms);
-    if (!e.dirty) atomic_fetch_add(&_hak_gauges.bytes_reused, (int64_t)len << HAK_SPAN_PAGE_SHIFT);
+    if (!e.dirty) atomic_fetch_add(&_hak_stats_gauges.bytes_reused, (int64_t)len << HAK_SPAN_PAGE_SHIFT);
   } else {                                   /* at the top, with the free run that ends there */
     uint32_t top = atomic_load_explicit(&span.top, memory_order_relaxed), have = 0;
     i = top;
@@ -295,11 +248,11 @@ unsigned _hak_span_take(unsigned c, unsigned max, void **chain) {
   uint32_t runs[SPAN_BATCH_MAX], pages = class_pages(c);
   unsigned got = 0;
   if (max > SPAN_BATCH_MAX) max = SPAN_BATCH_MAX;
-  hak_lock(&span.lock);
+  hak_lock(&_hak_span_lock);
   if (span_open())
     while (got < max && (runs[got] = run_alloc(pages, c)) != SPAN_NONE) got++;
   span_check();
-  hak_unlock(&span.lock);
+  hak_unlock(&_hak_span_lock);
   void *list = NULL;
   for (unsigned k = got; k-- > 0; ) {         /* outside the lock: fresh pages fault in here */
     void **b = (void **)block_at(runs[k]);
@@ -307,7 +260,7 @@ unsigned _hak_span_take(unsigned c, unsigned max, void **chain) {
     b[1] = HAK_FREE_KEY;
     list = b;
   }
-  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak,
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak,
                  (int64_t)got * _hak_classes[c].size);
   *chain = list;
   return got;
@@ -317,7 +270,7 @@ unsigned _hak_span_take(unsigned c, unsigned max, void **chain) {
 void _hak_span_return(unsigned c, void *chain) {
   int64_t n = 0;
   uint32_t now = _hak_os_now_ms();
-  hak_lock(&span.lock);
+  hak_lock(&_hak_span_lock);
   for (void **b = chain, **next; b; b = next, n++) {
     next = b[0];
     uint32_t i = (uint32_t)(((uintptr_t)b - SPAN_BASE) >> HAK_SPAN_PAGE_SHIFT);
@@ -325,8 +278,8 @@ void _hak_span_return(unsigned c, void *chain) {
     run_free(i, now);
   }
   span_check();
-  hak_unlock(&span.lock);
-  _hak_gauge_add(&_hak_gauges.bytes_in_use, &_hak_gauges.bytes_in_use_peak, -n * _hak_classes[c].size);
+  hak_unlock(&_hak_span_lock);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, -n * _hak_classes[c].size);
 }
 
 /* The page of a within the heap's runs (racy; for checks and messages). */
@@ -392,36 +345,35 @@ static void span_unmap_top(void) {
     purge_entries(&span.page[top], &span.page[span.mapped]);
     purge_entries(front_of(top) - top % HAK_SPAN_COLORS, front_of(span.mapped) - span.mapped % HAK_SPAN_COLORS);
     _hak_os_unmap((void *)(SPAN_BASE + ((uintptr_t)top << HAK_SPAN_PAGE_SHIFT)), (size_t)(span.mapped - top) << HAK_SPAN_PAGE_SHIFT);
-    _hak_gauge_add(&_hak_gauges.bytes_mapped, &_hak_gauges.bytes_mapped_peak,
+    _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak,
                    -((int64_t)(span.mapped - top) << HAK_SPAN_PAGE_SHIFT));
     span.mapped = top;
   }
 }
 
 /* Free runs' pages back to the OS: those free for the delay, or all (force). */
-size_t _hak_span_purge(bool force) {
+size_t _hak_span_purge(const struct hak_purge_policy *pp) {
   if (!atomic_load_explicit(&span.opened, memory_order_acquire)) return 0;
-  uint32_t now = _hak_os_now_ms(), delay = (uint32_t)_hak_option(HAK_OPT_PURGE_DELAY_MS);
   size_t released = 0;
-  hak_lock(&span.lock);
+  hak_lock(&_hak_span_lock);
   for (unsigned b = 0; b < SPAN_BUCKETS; b++)
     for (uint32_t i = span.bucket[b]; i != SPAN_NONE; i = span.page[i].next) {
       struct span_page *e = &span.page[i];
-      if (!e->dirty || (!force && now - e->freed_ms < delay)) continue;
+      if (!e->dirty || (!pp->force && pp->now_ms - e->freed_ms < pp->delay_ms)) continue;
       _hak_os_purge((void *)(SPAN_BASE + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT)), (size_t)e->len << HAK_SPAN_PAGE_SHIFT);
       released += (size_t)e->len << HAK_SPAN_PAGE_SHIFT;
       e->dirty = 0;
     }
   span_unmap_top();
   span_check();
-  hak_unlock(&span.lock);
+  hak_unlock(&_hak_span_lock);
   return released;
 }
 
 void _hak_span_stats(struct hak_span_stats *out) {
   memset(out, 0, sizeof *out);
   if (!atomic_load_explicit(&span.opened, memory_order_acquire)) return;
-  hak_lock(&span.lock);
+  hak_lock(&_hak_span_lock);
   out->run_bytes = (uint64_t)atomic_load_explicit(&span.top, memory_order_relaxed) << HAK_SPAN_PAGE_SHIFT;
   out->mapped_bytes = (uint64_t)span.mapped << HAK_SPAN_PAGE_SHIFT;
   for (unsigned b = 0; b < SPAN_BUCKETS; b++)
@@ -431,9 +383,5 @@ void _hak_span_stats(struct hak_span_stats *out) {
       out->free_bytes += bytes;
       if (span.page[i].dirty) out->dirty_bytes += bytes;
     }
-  hak_unlock(&span.lock);
+  hak_unlock(&_hak_span_lock);
 }
-
-void _hak_span_fork_prepare(void) { hak_lock(&span.lock); }
-void _hak_span_fork_parent(void)  { hak_unlock(&span.lock); }
-void _hak_span_fork_child(void)   { atomic_store(&span.lock.held, 0); }

@@ -1,0 +1,138 @@
+/* class.c — the size classes and the size table: block sizes (four per
+ * doubling, the L2 bridge classes, the color pad of 4 KiB and more), each
+ * class's geometry (slab and SuperSlab sizes, the divisibility constant of
+ * the ownership map, the carve color), and the table malloc's inline path
+ * reads to find a size's thread-front list, written a page at a time. */
+#include "hakmem_internal.h"
+
+struct hak_class _hak_classes[HAK_NCLS];
+_Alignas(HAK_PAGE) hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_MAX + 1];
+static bool size_table_whole;           /* written whole at start: never released */
+
+/* Block sizes: four classes per doubling (at most 25% apart), plus the L2
+ * bridge classes at 40, 46 and 52 KiB between 32 KiB and the L2.5 tier. */
+static const uint32_t class_sizes[HAK_NCLS] = {
+  /* Tiny  C0..C23 */
+  16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512,
+  640, 768, 896, 1024, 1280, 1536, 1792, 2048,
+  /* L2 */
+  2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288, 14336, 16384,
+  20480, 24576, 28672, 32768, 40960, 47104, 53248,
+  /* L2.5 */
+  65536, 81920, 98304, 114688, 131072, 163840, 196608, 229376, 262144,
+  327680, 393216, 458752, 524288, 655360, 786432, 917504, 1048576,
+};
+/* Every class region starts 4 GiB-aligned, so if slabs carved from their
+ * first block, the blocks a thread uses most (the first carved, reused LIFO)
+ * would sit at the same small offsets in every class and fight for the same
+ * cache sets while the rest of the L2 stayed empty. A Tiny slab of class c
+ * carves from the block HAK_CARVE_COLOR * c bytes in (modulo the slab),
+ * wrapping around: 5 pages and 3 cache lines apart, the Tiny classes start
+ * on 16 different pages of a 64 KiB slab and different L1 sets (see
+ * docs/experiments.md; cachegrind on random_mixed: misses of a 512 KiB
+ * cache 17x fewer). Mid classes have their per-block color pad instead. */
+#define HAK_CARVE_COLOR (5u * HAK_PAGE + 3u * 64)
+
+/* Blocks of 4 KiB and more would all start at the same offset in a page, so
+ * the same bytes of different blocks would fall into the same cache sets;
+ * HAK_COLOR_PAD bytes more per block rotate block starts through 16 offsets
+ * (see docs/experiments.md). */
+
+_Static_assert(sizeof class_sizes / sizeof class_sizes[0] == HAK_NCLS, "class table size");
+_Static_assert(HAK_COLOR_PAD % 16 == 0, "blocks of 16 B or more are 16-byte aligned");
+
+#define HAK_SLAB_TARGET   (64u * 1024)   /* slabs are at least this big ...   */
+#define HAK_SLAB_MIN_BLOCKS 4u           /* ... and hold at least 4 blocks    */
+#define HAK_SS_TARGET     (2u << 20)     /* SuperSlabs about 2 MiB            */
+
+static uint64_t gcd64(uint64_t a, uint64_t b) { while (b) { uint64_t t = a % b; a = b; b = t; } return a; }
+
+/* Tiny slabs are whole pages. Colored classes cannot be (that would take 16
+ * blocks): their slabs are HAK_SLAB_MIN_BLOCKS blocks or 64 KiB, and their
+ * SuperSlabs, which are mapped, hold a multiple of the 16 blocks that end on
+ * a page boundary. A free slab is purged by the whole pages inside it. The
+ * span classes have no slabs (their blocks are page runs of the span heap,
+ * span.c): only their size and tier are set. */
+static void class_geometry(unsigned c) {
+  struct hak_class *k = &_hak_classes[c];
+  uint32_t size = class_sizes[c] >= HAK_PAGE ? class_sizes[c] + HAK_COLOR_PAD : class_sizes[c];
+  k->size = size;
+  k->tier = c < HAK_NTINY ? HAK_TIER_TINY : c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25;
+  if (c >= HAK_SPAN_FIRST) return;
+  uint64_t want = size * (uint64_t)HAK_SLAB_MIN_BLOCKS;
+  if (want < HAK_SLAB_TARGET) want = HAK_SLAB_TARGET;
+  uint64_t cycle = HAK_PAGE / gcd64(size, HAK_PAGE);     /* blocks that end on a page boundary */
+  uint64_t blocks = (want + size - 1) / size;
+  if (c < HAK_NTINY) blocks = (blocks + cycle - 1) / cycle * cycle;
+  uint64_t slab = blocks * size;
+  uint64_t ss = slab >= HAK_SS_TARGET ? 1 : HAK_SS_TARGET / slab;
+  uint64_t step = cycle / gcd64(blocks, cycle);          /* slabs per page-aligned run */
+  ss = (ss + step - 1) / step * step;
+  k->slab_blocks = (uint32_t)blocks;
+  k->slab_bytes = (uint32_t)slab;
+  k->ss_slabs = (uint32_t)ss;
+  k->ss_bytes = ss * slab;
+  k->magic = UINT64_MAX / size + 1 + ((size & (size - 1)) == 0);   /* floor(2^64 / size) + 1 */
+  k->magic_unit = k->magic * size;
+  HAK_ASSERT(k->magic_unit >= 1 && k->magic_unit <= size && k->magic > HAK_REGION_BYTES + size);
+  k->carve_first = c < HAK_NTINY ? (uint32_t)((c * HAK_CARVE_COLOR) % slab / size) : 0;
+  HAK_ASSERT(k->carve_first < k->slab_blocks);
+}
+
+void _hak_class_init(void) {
+  for (unsigned c = 0; c < HAK_NCLS; c++) class_geometry(c);
+}
+
+/* Writes the page of _hak_class_front_of_size that holds n. Threads that do it at
+ * once write the same values. */
+static void front_of_size_fill(size_t n) {
+  size_t per_page = HAK_PAGE / sizeof _hak_class_front_of_size[0];
+  size_t first = n / per_page * per_page, last = first + per_page - 1;
+  if (last > HAK_TABLE_MAX) last = HAK_TABLE_MAX;
+  unsigned c = 0;
+  for (size_t m = first; m <= last; m++) {
+    while (_hak_classes[c].size < m) c++;
+    __atomic_store_n(&_hak_class_front_of_size[m], hak_size_entry(HAK_FRONT(c)), __ATOMIC_RELAXED);
+  }
+}
+
+/* Where entry 0 would not read an empty list (the TCB word is not 0: a C
+ * library that uses it), the whole table is written now, once. */
+void _hak_class_table_init(void) {
+#if HAK_TLS_ASM
+  if (hak_tcb_zero_word() == 0) return;
+  size_t per_page = HAK_PAGE / sizeof _hak_class_front_of_size[0];
+  for (size_t n = 0; n <= HAK_TABLE_MAX; n += per_page) front_of_size_fill(n);
+  size_table_whole = true;
+#endif
+}
+
+/* malloc_trim: the table's pages go back to the OS and read 0 again (a
+ * malloc that reads an entry meanwhile finds it written or 0; either is
+ * right), to be written anew by the sizes the program still uses. The
+ * table's last entry, alone on a page it shares with other data, stays. */
+void _hak_class_table_release(void) {
+  size_t whole_pages = sizeof _hak_class_front_of_size / HAK_PAGE * HAK_PAGE;   /* not the page after it */
+  if (!size_table_whole) _hak_os_zero(_hak_class_front_of_size, whole_pages);
+}
+
+/* Initializes hakmem first: a malloc can come before any constructor, and
+ * the class tables are written by the initialization. */
+unsigned _hak_class_of_size(size_t n) {
+  _hak_thread_init();
+  hak_size_entry_t e = __atomic_load_n(&_hak_class_front_of_size[n], __ATOMIC_RELAXED);
+  if (HAK_UNLIKELY(e == 0)) {
+    front_of_size_fill(n);
+    e = __atomic_load_n(&_hak_class_front_of_size[n], __ATOMIC_RELAXED);   /* others may be filling it too */
+  }
+  return hak_entry_front(e) - 1;
+}
+
+/* The smallest class whose blocks hold n bytes and all start at a multiple
+ * of align (regions are 4 GiB aligned, so that is: size % align == 0). */
+int _hak_class_for_aligned(size_t n, size_t align) {
+  if (n > HAK_MID_MAX || align > HAK_MID_MAX) return -1;
+  for (unsigned c = _hak_class_of_size(n); c < HAK_NCLS; c++)
+    if (_hak_classes[c].size % align == 0) return (int)c;
+  return -1;
+}

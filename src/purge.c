@@ -1,0 +1,37 @@
+/* purge.c — when memory goes back to the OS, across the three places that
+ * hold free memory: SuperSlabs (superslab.c), the span heap (span.c) and the
+ * Large range cache (large.c). Each slow path ticks the clock; at most every
+ * half purge delay one thread runs a pass that gives back what stayed free
+ * for HAKMEM_PURGE_DELAY_MS (keeping HAKMEM_EMPTY_KEEP empty SuperSlabs per
+ * class committed). malloc_trim and out-of-memory retries run a forced
+ * pass: no delay, nothing kept. */
+#include "hakmem_internal.h"
+
+static struct hak_purge_policy policy(bool force, uint32_t now_ms) {
+  return (struct hak_purge_policy){ force, now_ms, (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS),
+                                    _hak_options_get(HAK_OPT_EMPTY_KEEP) };
+}
+
+/* Everything free goes back now; returns the bytes released. */
+size_t _hak_purge_all(void) {
+  struct hak_purge_policy pp = policy(true, _hak_os_now_ms());
+  return _hak_superslab_purge(&pp) + _hak_span_purge(&pp) + _hak_large_trim();
+}
+
+/* Times are the monotonic clock in ms modulo 2^32 (it wraps every 49.7 days
+ * of uptime), so only differences are compared, unsigned: the time since the
+ * last pass (0 at start, so the first pass comes at once, whatever the
+ * uptime). */
+static _Atomic uint32_t last_purge_ms;
+
+void _hak_purge_tick(void) {
+  uint32_t now = _hak_os_now_ms(), last = atomic_load_explicit(&last_purge_ms, memory_order_relaxed);
+  uint32_t delay = (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS);
+  if (now - last <= delay / 2) return;
+  if (!atomic_compare_exchange_strong(&last_purge_ms, &last, now)) return;
+  struct hak_purge_policy pp = policy(false, now);
+  _hak_superslab_purge(&pp);
+  pp.now_ms = _hak_os_now_ms();
+  _hak_span_purge(&pp);
+  _hak_large_expire(now, delay);
+}

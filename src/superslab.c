@@ -1,0 +1,194 @@
+/* superslab.c — the SuperSlab lifecycle and its purge. A SuperSlab is mapped
+ * at a region's top (region.c) with every slab free (EMPTY); it hands out
+ * fresh slabs (HOT), takes empty slabs back (DRAINING once most are free,
+ * EMPTY when all are), and the purge gives the pages of slabs that stayed
+ * free for the purge delay back to the OS and unmaps purged EMPTY
+ * SuperSlabs at the top of their region. Everything here runs under the
+ * class's pool lock. */
+#include "hakmem_internal.h"
+
+static void set_state(struct hak_superslab *ss, unsigned state) {
+  if (ss->state == state) return;
+  atomic_fetch_sub(&_hak_stats_gauges.ss_count[ss->state], 1);
+  atomic_fetch_add(&_hak_stats_gauges.ss_count[state], 1);
+  ss->state = (uint8_t)state;
+}
+
+/* Debug builds: the invariants written beside struct hak_superslab, for a
+ * mapped SuperSlab. */
+static void ss_check(const struct hak_superslab *ss) {
+  if (!HAK_DEBUG) return;
+  unsigned free = 0;
+  for (unsigned i = 0; i < ss->nslabs; i++) free += ss->slabs[i].state == HAK_SLAB_FREE;
+  HAK_ASSERT(ss->free_slabs == free);
+  HAK_ASSERT((ss->state == HAK_SS_EMPTY) == (ss->free_slabs == ss->nslabs));
+  HAK_ASSERT(ss->state != HAK_SS_DRAINING ||
+             ss->free_slabs * HAK_SS_DRAIN_DEN >= ss->nslabs * HAK_SS_DRAIN_NUM);
+}
+
+/* ss was just mapped (region.c): every slab free and not resident. */
+void _hak_superslab_mapped(struct hak_superslab *ss) {
+  ss->free_slabs = ss->nslabs;
+  ss->state = HAK_SS_EMPTY;
+  ss->free_list = NULL;
+  for (int i = ss->nslabs - 1; i >= 0; i--) {
+    ss->slabs[i].state = HAK_SLAB_FREE;
+    ss->slabs[i].dirty = 0;
+    ss->slabs[i].recycled = 0;
+    ss->slabs[i].next = ss->free_list;
+    ss->free_list = &ss->slabs[i];
+  }
+  atomic_fetch_add(&_hak_stats_gauges.ss_count[HAK_SS_EMPTY], 1);
+  ss_check(ss);
+}
+
+static void hot_push(struct hak_pool *pool, struct hak_superslab *ss) {
+  if (ss->on_hot_list) return;
+  ss->on_hot_list = 1;
+  ss->next_hot = pool->hot;
+  pool->hot = ss;
+}
+
+/* A free slab of class cls, from a SuperSlab with free slabs, mapping a new
+ * SuperSlab (or opening a region) when there is none. */
+struct hak_slab *_hak_superslab_fresh_slab(unsigned cls) {
+  struct hak_pool *pool = &_hak_slab_pools[cls];
+  struct hak_superslab **link = &pool->hot, *ss = NULL, *fallback = NULL;
+  while (*link) {                              /* drop full ones, find a HOT one */
+    struct hak_superslab *x = *link;
+    if (x->free_slabs == 0) { x->on_hot_list = 0; *link = x->next_hot; continue; }
+    if (x->state == HAK_SS_HOT) { ss = x; break; }
+    if (!fallback || (fallback->state == HAK_SS_EMPTY && x->state == HAK_SS_DRAINING)) fallback = x;
+    link = &x->next_hot;
+  }
+  if (!ss) ss = fallback;                      /* DRAINING (then EMPTY) only if no HOT */
+  if (!ss) {
+    if (!(ss = _hak_region_grow_class(cls))) return NULL;
+    hot_push(pool, ss);
+  }
+  struct hak_slab *s = ss->free_list;
+  ss->free_list = s->next;
+  ss->free_slabs--;
+  if (s->recycled)
+    atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_reused, (int64_t)_hak_classes[cls].slab_bytes, memory_order_relaxed);
+  s->state = HAK_SLAB_ACTIVE;
+  s->dirty = 0;
+  s->next = NULL;
+  set_state(ss, HAK_SS_HOT);
+  ss_check(ss);
+  return s;
+}
+
+/* An empty slab goes back to its SuperSlab. */
+void _hak_superslab_release_slab(struct hak_slab *s) {
+  struct hak_superslab *ss = s->ss;
+  HAK_ASSERT(s->state == HAK_SLAB_ACTIVE && s->used == 0);
+  s->state = HAK_SLAB_FREE;
+  s->free = NULL;
+  s->nfree = 0;
+  s->carved = 0;
+  s->dirty = 1;
+  s->recycled = 1;
+  s->freed_ms = _hak_os_now_ms();
+  s->next = ss->free_list;
+  ss->free_list = s;
+  ss->free_slabs++;
+  if (ss->free_slabs == ss->nslabs) set_state(ss, HAK_SS_EMPTY);
+  else if (ss->free_slabs * HAK_SS_DRAIN_DEN >= ss->nslabs * HAK_SS_DRAIN_NUM)
+    set_state(ss, HAK_SS_DRAINING);
+  hot_push(&_hak_slab_pools[s->cls], ss);
+  ss_check(ss);
+}
+
+/* ---- purging: memory back to the OS ------------------------------------------
+ * Free slabs that stayed free for the purge delay give their pages back
+ * (MADV_DONTNEED), except in the first HAKMEM_EMPTY_KEEP empty SuperSlabs,
+ * kept committed for reuse; purged empty SuperSlabs at the top of a region
+ * are unmapped. force (malloc_trim, out of memory): no delay, nothing kept. */
+
+/* A free slab whose pages may go now: dirty and free for the delay. */
+static bool purge_due(const struct hak_slab *s, const struct hak_purge_policy *pp) {
+  return s->state == HAK_SLAB_FREE && s->dirty && (pp->force || pp->now_ms - s->freed_ms >= pp->delay_ms);
+}
+
+/* Purges ss's free slabs by runs of neighbours (due, or purged before), one
+ * madvise per run over the whole pages inside it: slabs of the colored
+ * classes are not page multiples, so purging slab by slab would leave the
+ * pages two free slabs share resident (about 6% of a 16 KiB class). */
+static size_t purge_superslab(struct hak_superslab *ss, const struct hak_purge_policy *pp) {
+  const struct hak_class *k = &_hak_classes[ss->cls];
+  size_t released = 0;
+  for (unsigned i = 0, j; i < ss->nslabs; i = j + 1) {
+    bool due = false;
+    for (j = i; j < ss->nslabs; j++) {
+      const struct hak_slab *s = &ss->slabs[j];
+      if (purge_due(s, pp)) due = true;
+      else if (s->state != HAK_SLAB_FREE || s->dirty) break;
+    }
+    if (!due) continue;
+    uintptr_t from = (ss->slabs[i].start + HAK_PAGE - 1) & ~(uintptr_t)(HAK_PAGE - 1);
+    uintptr_t to = (ss->slabs[j - 1].start + k->slab_bytes) & ~(uintptr_t)(HAK_PAGE - 1);
+    if (to > from) _hak_os_purge((void *)from, to - from);
+    for (unsigned x = i; x < j; x++) {
+      if (ss->slabs[x].dirty) released += k->slab_bytes;
+      ss->slabs[x].dirty = 0;
+    }
+  }
+  return released;
+}
+
+static bool ss_clean(const struct hak_superslab *ss) {
+  for (unsigned i = 0; i < ss->nslabs; i++)
+    if (ss->slabs[i].dirty) return false;
+  return true;
+}
+
+/* Unmaps the purged EMPTY SuperSlabs at the top of r, so the address space
+ * comes back too, not only the pages. SuperSlabs below a live one stay
+ * mapped. Returns the bytes unmapped. */
+static size_t shrink(struct hak_region *r) {
+  size_t released = 0;
+  struct hak_superslab *ss;
+  while ((ss = _hak_region_top(r)) != NULL && ss->state == HAK_SS_EMPTY && ss_clean(ss)) {
+    _hak_region_unmap_top(r);
+    atomic_fetch_sub(&_hak_stats_gauges.ss_count[HAK_SS_EMPTY], 1);
+    ss->free_list = NULL;
+    ss->free_slabs = 0;
+    released += _hak_classes[r->cls].ss_bytes;
+  }
+  return released;
+}
+
+/* Drops unmapped SuperSlabs from the pool's hot list. */
+static void prune_hot(struct hak_pool *pool) {
+  struct hak_superslab **link = &pool->hot;
+  while (*link) {
+    struct hak_superslab *ss = *link;
+    if (ss->index >= ss->region->ss_mapped) { ss->on_hot_list = 0; *link = ss->next_hot; }
+    else link = &ss->next_hot;
+  }
+}
+
+/* One class: empty ownerless slabs back to their SuperSlabs, then the
+ * SuperSlabs' free slabs purged, then the regions shrunk. */
+static size_t purge_class(unsigned c, const struct hak_purge_policy *pp) {
+  struct hak_pool *pool = &_hak_slab_pools[c];
+  size_t released = 0;
+  hak_lock(&pool->lock);
+  _hak_slab_release_empty(pool);
+  long kept = 0;
+  for (struct hak_superslab *ss = pool->hot; ss; ss = ss->next_hot) {
+    if (ss->state == HAK_SS_EMPTY && !pp->force && kept < pp->keep) { kept++; continue; }
+    released += purge_superslab(ss, pp);
+  }
+  for (struct hak_region *r = pool->regions; r; r = r->next) released += shrink(r);
+  prune_hot(pool);
+  hak_unlock(&pool->lock);
+  return released;
+}
+
+size_t _hak_superslab_purge(const struct hak_purge_policy *pp) {
+  size_t released = 0;
+  for (unsigned c = 0; c < HAK_NCLS; c++) released += purge_class(c, pp);
+  return released;
+}
