@@ -23,6 +23,7 @@ where the memcached client is looked for (`<BUILD_DIR>/bench/memcached_load`).
 import collections
 import hashlib
 import json
+import multiprocessing
 import random
 import re
 import shutil
@@ -48,6 +49,17 @@ def _digest(data):
     return hashlib.sha256(data).hexdigest()
 
 
+def _in_child(generate, *args):
+    """Runs generate(*args) in a forked child: the generators build large tables, and a
+    child's peak RSS as wait4 reports it starts from its parent's peak, so the runner's
+    own peak must stay small."""
+    child = multiprocessing.get_context("fork").Process(target=generate, args=args)
+    child.start()
+    child.join()
+    if child.exitcode != 0:
+        raise RuntimeError(f"generating the input failed (exit {child.exitcode})")
+
+
 def _first_difference(got, want):
     """A one-line description of where two texts first differ."""
     got_lines, want_lines = got.splitlines(), want.splitlines()
@@ -71,6 +83,9 @@ class Program:
                 return f"`{executable}` is not installed: apt-get install -y {' '.join(self.packages)}"
         return None
 
+    def prepare(self, workdir, quick):
+        _in_child(self.generate, Path(workdir), quick)
+
     def file(self, workdir, suffix):
         return Path(workdir) / f"{self.name}.{suffix}"
 
@@ -91,7 +106,7 @@ class WordStats(Program):
         self.executables = (executable,)
         self.script, self.lines, self.quick_lines, self.threads = script, lines, quick_lines, threads
 
-    def prepare(self, workdir, quick):
+    def generate(self, workdir, quick):
         lines = self.quick_lines if quick else self.lines
         rng = random.Random(SEED)
         vocab = [_word(rng, 2, 12) for _ in range(self.VOCABULARY)]
@@ -136,7 +151,7 @@ class Jq(Program):
               "events: ([.[].history[] | select(.ok)] | length), "
               "names: (map(.name) | join(\",\") | length)}) | .[]")
 
-    def prepare(self, workdir, quick):
+    def generate(self, workdir, quick):
         rng = random.Random(SEED)
         tagset = [_word(rng) for _ in range(500)]
         groups = {}
@@ -186,7 +201,7 @@ class Xmllint(Program):
     executables = ("xmllint",)
     XPATH = 'concat(count(//item), " ", sum(//item/qty), " ", count(//tag), " ", count(//item[@cat = tag/@k]))'
 
-    def prepare(self, workdir, quick):
+    def generate(self, workdir, quick):
         rng = random.Random(SEED)
         items, qty, tags, matches = (50000 if quick else 220000), 0, 0, 0
         cats = [_word(rng) for _ in range(200)]
@@ -286,7 +301,7 @@ class Compile(Program):
         self.executables = (executable,)
         self.modules, self.quick_modules = modules, quick_modules
 
-    def prepare(self, workdir, quick):
+    def generate(self, workdir, quick):
         parts, expected = [_CXX_PRELUDE], {}
         for i in range(self.quick_modules if quick else self.modules):
             seed = i * 7919 + 1
