@@ -26,7 +26,7 @@ BUILD = Path(os.environ.get("HAK_TEST_BUILD", ROOT / "build"))
 BENCH = BUILD / "bench"
 sys.path.insert(0, str(ROOT / "tools"))
 
-from hakmem_tool import allocators, bench, report, runner, stats, suites  # noqa: E402
+from hakmem_tool import ab, allocators, bench, cli, report, runner, stats, suites  # noqa: E402
 
 results = {"passed": 0, "failed": 0}
 
@@ -477,6 +477,27 @@ def check_aa_command(tmp):
     check("hakmem ab --aa refuses a B", done.returncode == 2 and "--aa" in done.stderr)
 
 
+def check_ab_on_a_program(tmp):
+    """ab --program NAME: the input prepared once, every run's output checked."""
+    out = Path(tmp) / "ab-program"
+    args = cli.command_parser().parse_args(["ab", "--program", "sort", "--pairs", "2",
+                                            "--a-lib", "glibc", "--b-lib", "glibc",
+                                            "--seed", "3", "--out", str(out)])
+    original = suites.program_suite
+    suites.program_suite = lambda: ([SortProgram()], None)
+    try:
+        status = ab.cmd_ab(args)
+    finally:
+        suites.program_suite = original
+    result = json.loads((out / "ab.json").read_text()) if (out / "ab.json").exists() else {}
+    check("hakmem ab --program runs the program in pairs, its output checked", status == 0
+          and result.get("program") == "sort" and result.get("metric") == "wall"
+          and [r["status"] for r in result.get("runs", [])] == ["ok"] * 4, str(result)[:400])
+    done = run_tool("ab", "--program", "nosuch", "--pairs", "2")
+    check("hakmem ab --program rejects an unknown program",
+          done.returncode == 2 and "nosuch" in done.stderr, done.stderr[-300:])
+
+
 def check_bench_command(tmp):
     out = Path(tmp) / "bench"
     done = run_tool("bench", "--build", str(BUILD), "--quick", "--bench", "random_mixed",
@@ -574,6 +595,7 @@ def main():
         check_program_suite(library, tmp)
         check_ab_command(library, tmp)
         check_aa_command(tmp)
+        check_ab_on_a_program(tmp)
         check_bench_command(tmp)
         check_pairs_command()
         if library:

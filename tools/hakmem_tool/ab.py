@@ -2,15 +2,18 @@
 `hakmem ab --aa`: A/A trials that measure how often the decision says GO when nothing
 differs (the false-GO rate of this command on this machine)."""
 
+import contextlib
 import json
 import random
 import re
 import shlex
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import machine
+from . import machine, suites
 from .allocators import Allocator, resolve_library
 from .errors import UsageError
 from .runner import PERF_EVENTS, Progress, perf_unavailable_reason, run_command
@@ -76,16 +79,15 @@ def metric_value(outcome, metric):
     return value if value > 0 else None
 
 
-def run_pairs(configs, command, pairs, timeout, perf, rng, progress, title=""):
-    """`pairs` pairs of runs, A and B in a random order within each pair; returns one
-    entry per run, in the order they ran."""
+def run_pairs(configs, run_one, pairs, rng, progress, title=""):
+    """`pairs` pairs of runs, A and B in a random order within each pair; run_one(config)
+    makes one run. Returns one entry per run, in the order they ran."""
     sequence = []
     for index in range(pairs):
         order = list(configs)
         rng.shuffle(order)
         for position, config in enumerate(order):
-            outcome = run_command(command, config.settings, config.library, timeout,
-                                  PERF_EVENTS if perf else None)
+            outcome = run_one(config)
             sequence.append({"pair": index + 1, "position": position + 1,
                              "config": config.label, "outcome": outcome})
             if not outcome.ok:
@@ -237,11 +239,18 @@ def perf_lines(perf):
     return lines
 
 
+def shown_target(report):
+    command = f"`{shlex.join(report['command'])}`"
+    if report.get("program"):
+        return f"program {report['program']} of the suite ({command} under glibc)"
+    return command
+
+
 def ab_markdown(report):
     comparison = report["comparison"]
     values = [r["value"] for r in report["runs"] if r["value"] is not None]
     show = metric_formatter(report["metric"], median(values) if values else 0)
-    lines = [f"# hakmem ab: `{shlex.join(report['command'])}`", "",
+    lines = [f"# hakmem ab: {shown_target(report)}", "",
              f"- Date: {report['date']}; machine: {machine.machine_line(report['machine'])}",
              f"- A: {report['configs']['A']['describe']}",
              f"- B: {report['configs']['B']['describe']}",
@@ -265,8 +274,12 @@ def ab_markdown(report):
 
 def check_arguments(args):
     command = args.command[1:] if args.command and args.command[0] == "--" else args.command
-    if not command:
-        raise UsageError("ab needs a command after --")
+    if not command and not args.program:
+        raise UsageError("ab needs a command after -- (or --program NAME)")
+    if command and args.program:
+        raise UsageError("give either a command after -- or --program NAME, not both")
+    if args.program and args.perf:
+        raise UsageError("--perf counts a command, not a program of the suite")
     if args.pairs < 1:
         raise UsageError("--pairs must be at least 1")
     if args.trials < 1:
@@ -274,6 +287,34 @@ def check_arguments(args):
     if args.aa and (args.b or args.b_lib):
         raise UsageError("--aa runs A against itself: --b and --b-lib do not apply")
     return command
+
+
+def suite_program(name):
+    programs, notes = suites.select_programs([name])
+    if not programs:
+        raise UsageError("; ".join(notes))
+    return programs[0]
+
+
+@contextlib.contextmanager
+def target(args, command, perf):
+    """(command as shown, run_one(config)) for a command, or for a program of the suite
+    with its input prepared once (untimed) and its output checked after every run."""
+    if not args.program:
+        events = PERF_EVENTS if perf else None
+        yield command, lambda config: run_command(command, config.settings, config.library,
+                                                  args.timeout, events)
+        return
+    program = suite_program(args.program)
+    workroot = tempfile.mkdtemp(prefix="hakmem-ab-")
+    try:
+        print(f"preparing {program.name} ...", file=sys.stderr)
+        workdir = suites.prepare_program(program, args.quick, workroot)
+        shown, _ = program.command(workdir, None)
+        yield shown, lambda config: suites.run_program(program, workdir, config.library,
+                                                       args.timeout, config.settings)
+    finally:
+        shutil.rmtree(workroot, ignore_errors=True)
 
 
 def write_results(folder, name, markdown, result, json_path):
@@ -288,7 +329,8 @@ def write_results(folder, name, markdown, result, json_path):
 
 def header(command, args, info, seed):
     return {"tool": "hakmem ab", "date": machine.now_iso(), "machine": info,
-            "invocation": machine.invocation(), "command": command, "seed": seed}
+            "invocation": machine.invocation(), "command": command, "program": args.program,
+            "seed": seed}
 
 
 def cmd_ab(args):
@@ -298,18 +340,18 @@ def cmd_ab(args):
     machine.warn_if_busy(info)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
     print(f"hakmem ab: seed {seed}", file=sys.stderr)
-    if args.aa:
-        return run_aa(args, command, configs, info, seed)
-    perf_problem = perf_unavailable_reason() if args.perf else None
+    perf_problem = perf_unavailable_reason() if args.perf and not args.aa else None
     if perf_problem:
         print(f"perf unavailable: {perf_problem}", file=sys.stderr)
-    progress = Progress(2 * args.pairs)
-    sequence = run_pairs(configs, command, args.pairs, args.timeout,
-                         args.perf and not perf_problem, random.Random(seed), progress)
-    progress.finish()
+    with target(args, command, args.perf and not perf_problem) as (shown, run_one):
+        if args.aa:
+            return run_aa(args, shown, configs, info, seed, run_one)
+        progress = Progress(2 * args.pairs)
+        sequence = run_pairs(configs, run_one, args.pairs, random.Random(seed), progress)
+        progress.finish()
     metric = resolve_metric(args.metric, [e["outcome"] for e in sequence])
-    result = dict(header(command, args, info, seed),
-                  **ab_result(configs, command, sequence, args, metric, seed))
+    result = dict(header(shown, args, info, seed),
+                  **ab_result(configs, shown, sequence, args, metric, seed))
     outcomes = {c.label: [e["outcome"] for e in sequence if e["config"] == c.label]
                 for c in configs}
     result["perf"] = {"requested": args.perf, "unavailable": perf_problem,
@@ -320,9 +362,9 @@ def cmd_ab(args):
     return 0 if not any(result["failures"].values()) else 1
 
 
-def aa_trial(args, command, configs, seed, trial, progress):
-    sequence = run_pairs(configs, command, args.pairs, args.timeout, False,
-                         random.Random(seed + trial), progress, f"trial {trial + 1}: ")
+def aa_trial(args, run_one, configs, seed, trial, progress):
+    sequence = run_pairs(configs, run_one, args.pairs, random.Random(seed + trial), progress,
+                         f"trial {trial + 1}: ")
     metric = resolve_metric(args.metric, [e["outcome"] for e in sequence])
     comparison, label, reason, failures = decide(sequence, metric, args.threshold / 100)
     return {"trial": trial + 1, "seed": seed + trial, "metric": metric, "verdict": label,
@@ -336,7 +378,7 @@ def aa_trial(args, command, configs, seed, trial, progress):
 def aa_markdown(result):
     trials = result["trials"]
     counts = {v: sum(t["verdict"] == v for t in trials) for v in ("GO", "NO-GO", "INCONCLUSIVE")}
-    lines = [f"# hakmem ab --aa: `{shlex.join(result['command'])}`", "",
+    lines = [f"# hakmem ab --aa: {shown_target(result)}", "",
              f"- Date: {result['date']}; machine: {machine.machine_line(result['machine'])}",
              f"- A and B: {result['configs']['A']['describe']}; B differs only by "
              f"{AA_VARIABLE}=1",
@@ -359,10 +401,10 @@ def aa_markdown(result):
     return "\n".join(lines) + "\n"
 
 
-def run_aa(args, command, configs, info, seed):
+def run_aa(args, command, configs, info, seed, run_one):
     """--aa: `trials` A/A comparisons, each of `pairs` pairs; prints the false-GO rate."""
     progress = Progress(2 * args.pairs * args.trials)
-    trials = [aa_trial(args, command, configs, seed, trial, progress)
+    trials = [aa_trial(args, run_one, configs, seed, trial, progress)
               for trial in range(args.trials)]
     progress.finish()
     result = dict(header(command, args, info, seed), pairs=args.pairs,

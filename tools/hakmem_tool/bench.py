@@ -68,16 +68,8 @@ class ProgramItem:
                 "packages": list(self.program.packages), "argv": argv, "env": env}
 
     def run(self, allocator, round_index, timeout):
-        stdout_path = self.workdir / "stdout.txt"
-        argv, env = self.program.command(self.workdir, allocator.library)
-        outcome = run_command(argv, settings=env, library=None, timeout=timeout,
-                              stdout_path=stdout_path)
-        record = base_record("programs", self.name, allocator, round_index, outcome)
-        if outcome.ok:
-            reason = self.program.check(self.workdir, stdout_path)
-            if reason:
-                record["status"] = f"wrong output: {reason}"
-        return record
+        outcome = suites.run_program(self.program, self.workdir, allocator.library, timeout)
+        return base_record("programs", self.name, allocator, round_index, outcome)
 
     @staticmethod
     def shown(record):
@@ -135,11 +127,9 @@ def prepare_programs(programs, quick, workroot):
     """Each program's input in its own folder, untimed; (items, failure notes)."""
     items, failures = [], []
     for program in programs:
-        workdir = Path(workroot) / program.name
-        workdir.mkdir()
         print(f"preparing {program.name} ...", file=sys.stderr)
         try:
-            program.prepare(workdir, quick)
+            workdir = suites.prepare_program(program, quick, workroot)
         except Exception as error:  # a program's own code: report it, run the others
             failures.append(f"{program.name}: preparing its input failed: {error}")
             continue

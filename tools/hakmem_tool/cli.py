@@ -125,6 +125,9 @@ def add_ab_parser(sub):
                     "dummy variable); prints the false-GO rate")
     ab.add_argument("--trials", type=int, default=DEFAULT_TRIALS,
                     help=f"A/A trials with --aa (default {DEFAULT_TRIALS})")
+    ab.add_argument("--program", metavar="NAME", help="compare on this program of the program "
+                    "suite (its input prepared once, its output checked) instead of a command")
+    ab.add_argument("--quick", action="store_true", help="with --program: its small input")
     ab.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT, metavar="PCT",
                     help="gain needed for GO, in percent (default 1.0)")
     ab.add_argument("--perf", action="store_true", help="count cycles, instructions, cache and "

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UsageError
+from .runner import run_command
 
 
 @dataclass
@@ -100,3 +101,27 @@ def select_programs(names):
         else:
             chosen.append(program)
     return chosen, notes
+
+
+def run_program(program, workdir, library, timeout, settings=None):
+    """One timed run of a program of the suite under `library` (None: glibc), its output
+    checked: the Outcome, with status "wrong output: ..." when check() finds it wrong. The
+    program puts LD_PRELOAD where it belongs; the runner adds none and drops the inherited
+    one. `settings` (an A/B configuration's variables) come before the program's own."""
+    stdout_path = Path(workdir) / "stdout.txt"
+    argv, env = program.command(Path(workdir), library)
+    outcome = run_command(argv, settings=dict(settings or {}, **env), library=None,
+                          timeout=timeout, stdout_path=stdout_path)
+    if outcome.ok:
+        reason = program.check(Path(workdir), stdout_path)
+        if reason:
+            outcome.status = f"wrong output: {reason}"
+    return outcome
+
+
+def prepare_program(program, quick, workroot):
+    """The program's input in its own folder of workroot, untimed; returns the folder."""
+    workdir = Path(workroot) / program.name
+    workdir.mkdir()
+    program.prepare(workdir, quick)
+    return workdir
