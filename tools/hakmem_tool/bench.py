@@ -152,13 +152,32 @@ def bench_items(args, build, wanted, workroot):
     return items, notes, failures
 
 
+def bench_result(args, info, date, started, allocators, notes, items, records, trim):
+    """Everything `hakmem bench` measured, as written to runs.json."""
+    descriptions = [dict(item.describe(), suite=item.suite) for item in items]
+    alloc_notes, program_notes, failures = notes
+    return {"tool": "hakmem bench", "date": date, "machine": info,
+            "command": machine.invocation(),
+            "elapsed_seconds": round(time.monotonic() - started, 1),
+            "runs_per_allocator": args.runs, "quick": args.quick,
+            "suites": sorted({item.suite for item in items}),
+            "reference": alloc.reference_allocator([a.name for a in allocators]),
+            "allocators": [{"name": a.name, "library": a.library, "describe": a.describe()}
+                           for a in allocators],
+            "notes": alloc_notes, "skipped_programs": program_notes,
+            "program_failures": failures,
+            "benchmarks": [d for d in descriptions if d["suite"] == "bench"],
+            "programs": [d for d in descriptions if d["suite"] == "programs"],
+            "runs": records, "trim": trim}
+
+
 def cmd_bench(args):
     build = args.build or alloc.default_build()
     if not build:
         raise UsageError("no build folder: pass --build DIR")
     wanted = chosen_suites(args)
-    runs = args.runs or (3 if args.quick else 5)
-    if runs < 1:
+    args.runs = args.runs or (3 if args.quick else 5)
+    if args.runs < 1:
         raise UsageError("--runs must be at least 1")
     found, alloc_notes = alloc.discover_allocators(build, args.lib)
     allocators = alloc.select_allocators(found, args.alloc)
@@ -175,24 +194,13 @@ def cmd_bench(args):
         if not items:
             raise UsageError("nothing to run" + (": " + "; ".join(program_notes + failures)
                                                  if program_notes or failures else ""))
-        descriptions = [dict(item.describe(), suite=item.suite) for item in items]
-        records = run_rounds(items, allocators, runs, args.timeout)
+        records = run_rounds(items, allocators, args.runs, args.timeout)
     finally:
         shutil.rmtree(workroot, ignore_errors=True)
     trim = (run_trim(Path(build) / "bench", allocators, args.quick, args.timeout)
             if "bench" in wanted and not args.bench else None)
-    result = {"tool": "hakmem bench", "date": date, "machine": info,
-              "command": machine.invocation(),
-              "elapsed_seconds": round(time.monotonic() - started, 1),
-              "runs_per_allocator": runs, "quick": args.quick, "suites": sorted(wanted),
-              "reference": alloc.reference_allocator([a.name for a in allocators]),
-              "allocators": [{"name": a.name, "library": a.library, "describe": a.describe()}
-                             for a in allocators],
-              "notes": alloc_notes, "skipped_programs": program_notes,
-              "program_failures": failures,
-              "benchmarks": [d for d in descriptions if d["suite"] == "bench"],
-              "programs": [d for d in descriptions if d["suite"] == "programs"],
-              "runs": records, "trim": trim}
+    result = bench_result(args, info, date, started, allocators,
+                          (alloc_notes, program_notes, failures), items, records, trim)
     (folder / "runs.json").write_text(json.dumps(result, indent=1) + "\n")
     chart = draw_chart(folder)
     markdown = report.bench_markdown(result, chart is not None)
@@ -202,4 +210,3 @@ def cmd_bench(args):
     print(f"results in {folder}/: runs.json, results.md" + (", chart.png" if chart else "")
           + (f"; {failed} run(s) FAILED" if failed else ""), file=sys.stderr)
     return 1 if failed else 0
-
