@@ -7,7 +7,14 @@
         words[$i]++
         if (i > 1)
             pairs[$(i - 1) " " $i]++
+        line[i] = $i
     }
+    n = asort(line)
+    shape = line[1]
+    for (i = 2; i <= n; i++)
+        shape = shape "," line[i]
+    shapes[shape]++
+    delete line
 }
 
 function by_count(i1, v1, i2, v2) {
@@ -31,6 +38,7 @@ END {
     print "words", total + 0
     print "distinct", length(words)
     print "pairs", length(pairs)
+    print "shapes", length(shapes)
     top(words, "word")
     top(pairs, "pair")
 }

@@ -2,10 +2,10 @@
 -- usage: lua5.4 wordstats.lua TEXT      (output format: see wordstats.rb)
 local path = assert(arg[1], "usage: lua5.4 wordstats.lua TEXT")
 local words, pairs_, lines, total = {}, {}, 0, 0
-local distinct, npairs = 0, 0
+local shapes, distinct, npairs, nshapes = {}, 0, 0, 0
 for line in io.lines(path) do
   lines = lines + 1
-  local prev
+  local prev, line_words = nil, {}
   for w in line:gmatch("%S+") do
     total = total + 1
     local n = words[w]
@@ -18,7 +18,12 @@ for line in io.lines(path) do
       pairs_[key] = m + 1
     end
     prev = w
+    line_words[#line_words + 1] = w
   end
+  table.sort(line_words)
+  local shape = table.concat(line_words, ",")
+  if not shapes[shape] then nshapes = nshapes + 1; shapes[shape] = 0 end
+  shapes[shape] = shapes[shape] + 1
 end
 
 local function top(counts, label)
@@ -34,6 +39,6 @@ local function top(counts, label)
   end
 end
 
-io.write("lines ", lines, "\nwords ", total, "\ndistinct ", distinct, "\npairs ", npairs, "\n")
+io.write("lines ", lines, "\nwords ", total, "\ndistinct ", distinct, "\npairs ", npairs, "\nshapes ", nshapes, "\n")
 top(words, "word")
 top(pairs_, "pair")

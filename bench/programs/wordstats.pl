@@ -11,7 +11,7 @@ die "usage: perl wordstats.pl TEXT THREADS\n" unless defined $nthreads && $nthre
 
 sub count_part {
     my ($part) = @_;
-    my (%words, %pairs);
+    my (%words, %pairs, %shapes);
     my ($lines, $total) = (0, 0);
     open(my $in, '<', $path) or die "$path: $!\n";
     my $index = 0;
@@ -22,20 +22,22 @@ sub count_part {
         $total += @w;
         $words{$_}++ for @w;
         $pairs{"$w[$_ - 1] $w[$_]"}++ for 1 .. $#w;
+        $shapes{join(',', sort @w)}++;
     }
     close $in;
-    return ($lines, $total, \%words, \%pairs);
+    return ($lines, $total, \%words, \%pairs, \%shapes);
 }
 
 my @workers = map { threads->create({ context => 'list' }, \&count_part, $_) } 0 .. $nthreads - 1;
-my (%words, %pairs);
+my (%words, %pairs, %shapes);
 my ($lines, $total) = (0, 0);
 for my $worker (@workers) {
-    my ($l, $t, $w, $p) = $worker->join();
+    my ($l, $t, $w, $p, $s) = $worker->join();
     $lines += $l;
     $total += $t;
     $words{$_} += $w->{$_} for keys %$w;
     $pairs{$_} += $p->{$_} for keys %$p;
+    $shapes{$_} += $s->{$_} for keys %$s;
 }
 
 sub top {
@@ -44,6 +46,6 @@ sub top {
     print "$label $_ $h->{$_}\n" for @keys[0 .. ($#keys < 9 ? $#keys : 9)];
 }
 
-print "lines $lines\nwords $total\ndistinct ", scalar(keys %words), "\npairs ", scalar(keys %pairs), "\n";
+print "lines $lines\nwords $total\ndistinct ", scalar(keys %words), "\npairs ", scalar(keys %pairs), "\nshapes ", scalar(keys %shapes), "\n";
 top(\%words, 'word');
 top(\%pairs, 'pair');
