@@ -21,7 +21,6 @@ Files a program writes in its workdir start with its name. `BUILD_DIR` is
 where the memcached client is looked for (`<BUILD_DIR>/bench/memcached_load`).
 """
 import collections
-import hashlib
 import json
 import random
 import re
@@ -42,10 +41,6 @@ def _preload(library):
 
 def _word(rng, lo=3, hi=10):
     return "".join(rng.choices(LETTERS, k=rng.randint(lo, hi)))
-
-
-def _digest(data):
-    return hashlib.sha256(data).hexdigest()
 
 
 def _first_difference(got, want):
@@ -84,15 +79,16 @@ class Program:
 # ---- word statistics: perl (threads), ruby, lua, gawk ---------------------------------
 
 class WordStats(Program):
-    """Word and word-pair frequencies, and distinct lines once sorted, of a generated text
-    (bench/programs/wordstats.*):
-    the text is lines of words drawn, skewed, from a seeded vocabulary; the expected
-    output is computed here."""
+    """One of the bench/programs/wordstats.* scripts: word and word-pair frequencies, and
+    the number of distinct lines once their words are sorted, of a generated text (lines
+    of words drawn, skewed, from a seeded vocabulary); the expected output is computed
+    here."""
     VOCABULARY = 40000
 
-    def __init__(self, name, about, packages, executable, script, lines, quick_lines, threads=1):
+    def __init__(self, name, about, packages, interpreter, script, lines, quick_lines, threads=1):
         self.name, self.about, self.packages = name, about, packages
-        self.executables = (executable,)
+        self.interpreter = interpreter          # argv before the script's path
+        self.executables = (interpreter[0],)
         self.script, self.lines, self.quick_lines, self.threads = script, lines, quick_lines, threads
 
     def generate(self, workdir, quick):
@@ -117,8 +113,7 @@ class WordStats(Program):
         self.file(workdir, "expected.txt").write_text("\n".join(expected) + "\n")
 
     def command(self, workdir, library):
-        argv = [self.executables[0]] + (["-f"] if self.name == "gawk" else [])
-        argv += [str(SCRIPTS / self.script), str(self.file(workdir, "input.txt"))]
+        argv = [*self.interpreter, str(SCRIPTS / self.script), str(self.file(workdir, "input.txt"))]
         if self.threads > 1:
             argv.append(str(self.threads))
         return argv, {"LC_ALL": "C", **_preload(library)}
@@ -338,11 +333,10 @@ class Memcached(Program):
         return Path(BUILD_DIR) / "bench" / "memcached_load"
 
     def missing(self):
-        if super().missing():
-            return super().missing()
-        if not self.driver().exists():
-            return f"its client {self.driver()} is not built: make benches"
-        return None
+        problem = super().missing()
+        if not problem and not self.driver().exists():
+            problem = f"its client {self.driver()} is not built: make benches"
+        return problem
 
     def prepare(self, workdir, quick):
         self.file(workdir, "ops").write_text(str(12000 if quick else 60000))
@@ -384,14 +378,14 @@ PROGRAMS = [
     Jq(),
     Xmllint(),
     WordStats("perl", "perl: word and pair frequencies with hashes and strings, in 2 ithreads "
-              "(one interpreter each) merged at the end", ("perl",), "perl", "wordstats.pl",
+              "(one interpreter each) merged at the end", ("perl",), ("perl",), "wordstats.pl",
               24000, 5000, threads=2),
     WordStats("ruby", "ruby: word and pair frequencies with hashes, string interpolation, sort_by",
-              ("ruby",), "ruby", "wordstats.rb", 26000, 5000),
+              ("ruby",), ("ruby",), "wordstats.rb", 26000, 5000),
     WordStats("lua", "lua5.4: word and pair frequencies with tables, string concatenation, sort",
-              ("lua5.4",), "lua5.4", "wordstats.lua", 26000, 5000),
+              ("lua5.4",), ("lua5.4",), "wordstats.lua", 26000, 5000),
     WordStats("gawk", "gawk: word and pair frequencies in associative arrays, sorted output",
-              ("gawk",), "gawk", "wordstats.awk", 22000, 4500),
+              ("gawk",), ("gawk", "-f"), "wordstats.awk", 22000, 4500),
     Compile("g++", "g++ -O1 -S on a generated template-heavy C++17 unit (cc1plus)", ("g++",),
             "g++", 8, 2),
     Compile("clang++", "clang++ -O1 -S on the same kind of template-heavy C++17 unit", ("clang",),
