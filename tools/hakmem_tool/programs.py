@@ -387,8 +387,8 @@ PROGRAMS = [
     WordStats("gawk", "gawk: word and pair frequencies in associative arrays, sorted output",
               ("gawk",), ("gawk", "-f"), "wordstats.awk", 22000, 4500),
     Compile("g++", "g++ -O1 -S on a generated template-heavy C++17 unit (cc1plus)", ("g++",),
-            "g++", 8, 2),
+            "g++", 8, 1),
     Compile("clang++", "clang++ -O1 -S on the same kind of template-heavy C++17 unit", ("clang",),
-            "clang++", 6, 2),
+            "clang++", 6, 1),
     Memcached(),
 ]
