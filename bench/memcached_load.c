@@ -364,27 +364,11 @@ static void *client_thread(void *arg) {
 
 /* ---- main ------------------------------------------------------------------------- */
 
-int main(int argc, char **argv) {
-    if (argc != 8)
-        bench_usage_error("wrong number of arguments", USAGE);
-    const char *memcached = argv[1], *library = argv[2];
-    unsigned server_threads = (unsigned)bench_arg_u64(argv[3], "SERVER_THREADS", USAGE);
-    unsigned nconns = (unsigned)bench_arg_u64(argv[4], "CONNECTIONS", USAGE);
-    unsigned nthreads = (unsigned)bench_arg_u64(argv[5], "CLIENT_THREADS", USAGE);
-    uint64_t ops = bench_arg_u64(argv[6], "OPS", USAGE);
-    g_seed = bench_arg_u64(argv[7], "SEED", USAGE);
-    if (!server_threads || !nthreads || nconns < nthreads || nconns > 512 || ops < nconns)
-        bench_usage_error("need 1 <= CLIENT_THREADS <= CONNECTIONS <= 512, SERVER_THREADS >= 1 "
-                          "and OPS >= CONNECTIONS", USAGE);
-
-    atexit(kill_server);
-    unsigned short port = start_server(memcached, library, server_threads);
-
-    conn_t *conns = calloc(nconns, sizeof *conns);
-    client_t *clients = calloc(nthreads, sizeof *clients);
-    if (!conns || !clients)
+static conn_t *open_connections(unsigned count, unsigned short port) {
+    conn_t *conns = calloc(count, sizeof *conns);
+    if (!conns)
         bench_fail("out of memory");
-    for (unsigned i = 0; i < nconns; i++) {
+    for (unsigned i = 0; i < count; i++) {
         conn_t *c = &conns[i];
         c->id = i;
         c->rng = bench_rng_make(g_seed, i);
@@ -394,6 +378,64 @@ int main(int argc, char **argv) {
         if (c->fd < 0)
             bench_fail("connection %u: connect: %s", i, strerror(errno));
     }
+    return conns;
+}
+
+/* Reads the server's peak RSS, stops it and returns its usage from wait4
+ * (ru_maxrss replaced by that peak when /proc had it). */
+static struct rusage stop_server(void) {
+    long peak_kb = server_peak_rss_kb(g_server);
+    struct rusage usage;
+    int status;
+    kill(g_server, SIGTERM);
+    if (wait4(g_server, &status, 0, &usage) != g_server)
+        bench_fail("wait4 on the server: %s", strerror(errno));
+    g_server = 0;
+    if (peak_kb >= 0)
+        usage.ru_maxrss = peak_kb;
+    return usage;
+}
+
+static void print_result(const conn_t *conns, unsigned nconns, unsigned nthreads,
+                         unsigned server_threads, double seconds, const struct rusage *usage) {
+    uint64_t total[6] = { 0 }, digest = 0;
+    for (unsigned i = 0; i < nconns; i++) {
+        const conn_t *c = &conns[i];
+        uint64_t counts[6] = { c->ops, c->sets, c->gets, c->hits, c->deletes, c->deleted };
+        for (int k = 0; k < 6; k++)
+            total[k] += counts[k];
+        digest += c->digest * (2 * (uint64_t)i + 1);
+    }
+    printf("bench=memcached_load seconds=%.6f peak_rss_kb=%ld minflt=%ld user_seconds=%.6f "
+           "sys_seconds=%.6f ops=%" PRIu64 " sets=%" PRIu64 " gets=%" PRIu64 " hits=%" PRIu64
+           " deletes=%" PRIu64 " deleted=%" PRIu64 " digest=%016" PRIx64
+           " connections=%u client_threads=%u server_threads=%u\n",
+           seconds, usage->ru_maxrss, usage->ru_minflt,
+           (double)usage->ru_utime.tv_sec + (double)usage->ru_utime.tv_usec * 1e-6,
+           (double)usage->ru_stime.tv_sec + (double)usage->ru_stime.tv_usec * 1e-6, total[0],
+           total[1], total[2], total[3], total[4], total[5], digest, nconns, nthreads,
+           server_threads);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 8)
+        bench_usage_error("wrong number of arguments", USAGE);
+    const char *memcached = argv[1], *library = argv[2];
+    unsigned server_threads = (unsigned)bench_arg_u64(argv[3], "SERVER_THREADS", USAGE);
+    unsigned nconns = (unsigned)bench_arg_u64(argv[4], "CONNECTIONS", USAGE);
+    unsigned nthreads = (unsigned)bench_arg_u64(argv[5], "CLIENT_THREADS", USAGE);
+    uint64_t ops = bench_arg_u64(argv[6], "OPS", USAGE);
+    g_seed = bench_arg_u64(argv[7], "SEED", USAGE);
+    if (!server_threads || server_threads > 64 || !nthreads || nconns < nthreads ||
+        nconns > 512 || ops < nconns)
+        bench_usage_error("need 1 <= SERVER_THREADS <= 64, 1 <= CLIENT_THREADS <= CONNECTIONS "
+                          "<= 512 and OPS >= CONNECTIONS", USAGE);
+
+    atexit(kill_server);
+    conn_t *conns = open_connections(nconns, start_server(memcached, library, server_threads));
+    client_t *clients = calloc(nthreads, sizeof *clients);
+    if (!clients)
+        bench_fail("out of memory");
     /* Thread t takes a contiguous run of the connections. */
     pthread_barrier_t start;
     for (unsigned t = 0, first = 0; t < nthreads; t++) {
@@ -402,39 +444,14 @@ int main(int argc, char **argv) {
         first += count;
     }
     double seconds = bench_run_team(&start, nthreads, client_thread, clients, sizeof *clients);
-
-    long peak_kb = server_peak_rss_kb(g_server);
     for (unsigned i = 0; i < nconns; i++)
         close(conns[i].fd);
-    pid_t server = g_server;
-    kill(server, SIGTERM);
-    int status;
-    struct rusage usage;
-    if (wait4(server, &status, 0, &usage) != server)
-        bench_fail("wait4 on the server: %s", strerror(errno));
-    g_server = 0;
-    if (peak_kb < 0)
-        peak_kb = usage.ru_maxrss;
-
-    uint64_t total[6] = { 0 }, digest = 0;
+    struct rusage usage = stop_server();
+    print_result(conns, nconns, nthreads, server_threads, seconds, &usage);
     for (unsigned i = 0; i < nconns; i++) {
-        const conn_t *c = &conns[i];
-        uint64_t counts[6] = { c->ops, c->sets, c->gets, c->hits, c->deletes, c->deleted };
-        for (int k = 0; k < 6; k++)
-            total[k] += counts[k];
-        digest += c->digest * (2 * (uint64_t)i + 1);
-        free(c->buf);
-        free(c->expect);
+        free(conns[i].buf);
+        free(conns[i].expect);
     }
-    printf("bench=memcached_load seconds=%.6f peak_rss_kb=%ld minflt=%ld user_seconds=%.6f "
-           "sys_seconds=%.6f ops=%" PRIu64 " sets=%" PRIu64 " gets=%" PRIu64 " hits=%" PRIu64
-           " deletes=%" PRIu64 " deleted=%" PRIu64 " digest=%016" PRIx64
-           " connections=%u client_threads=%u server_threads=%u\n",
-           seconds, peak_kb, usage.ru_minflt,
-           (double)usage.ru_utime.tv_sec + (double)usage.ru_utime.tv_usec * 1e-6,
-           (double)usage.ru_stime.tv_sec + (double)usage.ru_stime.tv_usec * 1e-6, total[0],
-           total[1], total[2], total[3], total[4], total[5], digest, nconns, nthreads,
-           server_threads);
     free(conns);
     free(clients);
     return 0;
