@@ -328,6 +328,12 @@ def check_program_suite(library, tmp):
     check("program runs carry wall, CPU, peak RSS and minor faults",
           all(r["wall_seconds"] > 0 and r["peak_rss_kb"] > 0 and r["minflt"] > 0
               and "user_seconds" in r for r in records))
+    broken = SortProgram()
+    broken.check = lambda workdir, stdout_path: 1 / 0
+    outcome = suites.run_program(broken, items[0].workdir, None, 60)
+    check("a program whose check raises has a failed run, not a failed suite",
+          outcome.status == "wrong output: check failed: ZeroDivisionError('division by zero')",
+          outcome.status)
     original = suites.program_suite
     suites.program_suite = lambda: ([SortProgram(), MissingProgram()], None)
     try:

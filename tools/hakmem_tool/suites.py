@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UsageError
-from .runner import run_command
+from .runner import Outcome, run_command
 
 
 @dataclass
@@ -109,11 +109,17 @@ def run_program(program, workdir, library, timeout, settings=None):
     program puts LD_PRELOAD where it belongs; the runner adds none and drops the inherited
     one. `settings` (an A/B configuration's variables) come before the program's own."""
     stdout_path = Path(workdir) / "stdout.txt"
-    argv, env = program.command(Path(workdir), library)
+    try:
+        argv, env = program.command(Path(workdir), library)
+    except Exception as error:  # the program's own code: a failed run, not a failed suite
+        return Outcome(f"program error: {error!r}")
     outcome = run_command(argv, settings=dict(settings or {}, **env), library=None,
                           timeout=timeout, stdout_path=stdout_path)
     if outcome.ok:
-        reason = program.check(Path(workdir), stdout_path)
+        try:
+            reason = program.check(Path(workdir), stdout_path)
+        except Exception as error:
+            reason = f"check failed: {error!r}"
         if reason:
             outcome.status = f"wrong output: {reason}"
     return outcome
