@@ -327,6 +327,7 @@ class Memcached(Program):
     executables = ("memcached",)
     CONNECTIONS, CLIENT_THREADS = 8, 2
     COUNTS = ("ops", "sets", "gets", "hits", "deletes", "deleted", "digest")
+    ops = 60000                     # operations in all; prepare sets it (fewer when quick)
 
     @staticmethod
     def driver():
@@ -339,7 +340,7 @@ class Memcached(Program):
         return problem
 
     def prepare(self, workdir, quick):
-        self.file(workdir, "ops").write_text(str(12000 if quick else 60000))
+        self.ops = 12000 if quick else 60000
         argv, env = self.command(workdir, None)
         run = subprocess.run(argv, env=None, stdout=subprocess.PIPE, text=True, timeout=300)
         fields = self.result(run.stdout)
@@ -349,11 +350,9 @@ class Memcached(Program):
         self.file(workdir, "expected.json").write_text(json.dumps(reference))
 
     def command(self, workdir, library):
-        ops_file = self.file(workdir, "ops")
-        ops = ops_file.read_text().strip() if ops_file.exists() else "60000"
         return ([str(self.driver()), shutil.which("memcached") or "/usr/bin/memcached",
                  library or "-", str(self.threads), str(self.CONNECTIONS),
-                 str(self.CLIENT_THREADS), ops, str(SEED)], {})
+                 str(self.CLIENT_THREADS), str(self.ops), str(SEED)], {})
 
     @staticmethod
     def result(stdout):
