@@ -376,8 +376,9 @@ class Memcached(Program):
 PROGRAMS = [
     Jq(),
     Xmllint(),
-    WordStats("perl", "perl: word and pair frequencies with hashes and strings, in 2 ithreads "
-              "(one interpreter each) merged at the end", ("perl",), ("perl",), "wordstats.pl",
+    WordStats("perl", "perl: word and pair frequencies with hashes and strings in 2 ithreads "
+              "(one interpreter each), each counting and ranking its own partition of the keys",
+              ("perl",), ("perl",), "wordstats.pl",
               24000, 5000, threads=2),
     WordStats("ruby", "ruby: word and pair frequencies with hashes, string interpolation, sort_by",
               ("ruby",), ("ruby",), "wordstats.rb", 26000, 5000),
