@@ -431,6 +431,8 @@ int main(int argc, char **argv) {
         bench_usage_error("need 1 <= SERVER_THREADS <= 64, 1 <= CLIENT_THREADS <= CONNECTIONS "
                           "<= 512 and OPS >= CONNECTIONS", USAGE);
 
+    if (access(memcached, X_OK) != 0)
+        bench_fail("cannot run %s: %s", memcached, strerror(errno));
     atexit(kill_server);
     conn_t *conns = open_connections(nconns, start_server(memcached, library, server_threads));
     client_t *clients = calloc(nthreads, sizeof *clients);
