@@ -137,17 +137,20 @@ $(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fno-builtin-malloc -fno-builtin-free $< -o $@ -lpthread -lm
 
+# Both suites (bench/ programs and the program suite), then instructions per malloc+free pair.
 bench: lib benches
-	python3 tools/hakmem bench --build $(BUILD)
+	@status=0; python3 tools/hakmem bench --build $(BUILD) || status=$$?; \
+	  python3 tools/hakmem pairs --build $(BUILD) || status=$$?; exit $$status
 
 # ---- install ----------------------------------------------------------------
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/lib/hakmem/hakmem_tool
 	install -m 644 $(BUILD)/libhakmem.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libhakmem.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/hakmem.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 tools/hakmem $(DESTDIR)$(PREFIX)/bin/hakmem
+	install -m 644 tools/hakmem_tool/*.py $(DESTDIR)$(PREFIX)/lib/hakmem/hakmem_tool/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' hakmem.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hakmem.pc
 
 clean:
