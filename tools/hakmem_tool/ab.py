@@ -289,8 +289,8 @@ def check_arguments(args):
     return command
 
 
-def suite_program(name):
-    programs, notes = suites.select_programs([name])
+def suite_program(name, build):
+    programs, notes = suites.select_programs([name], build)
     if not programs:
         raise UsageError("; ".join(notes))
     return programs[0]
@@ -305,7 +305,7 @@ def target(args, command, perf):
         yield command, lambda config: run_command(command, config.settings, config.library,
                                                   args.timeout, events)
         return
-    program = suite_program(args.program)
+    program = suite_program(args.program, args.build)
     workroot = tempfile.mkdtemp(prefix="hakmem-ab-")
     try:
         print(f"preparing {program.name} ...", file=sys.stderr)

@@ -145,7 +145,7 @@ def bench_items(args, build, wanted, workroot):
             items.append(BenchItem(benchmark, suites.benchmark_argv(Path(build) / "bench",
                                                                       benchmark, args.quick)))
     if "programs" in wanted:
-        programs, skipped = suites.select_programs(suites.split_names(args.program))
+        programs, skipped = suites.select_programs(suites.split_names(args.program), build)
         notes += skipped
         prepared, failures = prepare_programs(programs, args.quick, workroot)
         items += prepared

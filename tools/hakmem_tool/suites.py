@@ -76,19 +76,22 @@ def benchmark_argv(bench_dir, benchmark, quick):
     return [str(program)] + (benchmark.quick_args if quick else benchmark.args)
 
 
-def program_suite():
+def program_suite(build=None):
     """The program suite (programs.PROGRAMS), or (None, why) when it cannot be loaded."""
     try:
         from . import programs
     except ImportError as error:
         return None, f"the program suite is not available ({error})"
+    if build:
+        programs.BUILD_DIR = Path(build)  # where the memcached client was built
     return list(programs.PROGRAMS), None
 
 
-def select_programs(names):
+def select_programs(names, build=None):
     """(programs to run, notes): the selected programs that are installed, and one note
-    for each one missing, naming its apt-get line."""
-    suite, problem = program_suite()
+    for each one missing, naming its apt-get line. `build` is the build folder whose
+    bench/ holds the programs' own helpers (the memcached client)."""
+    suite, problem = program_suite(build)
     if suite is None:
         if names:
             raise UsageError(problem)
