@@ -335,7 +335,7 @@ def check_program_suite(library, tmp):
           outcome.status == "wrong output: check failed: ZeroDivisionError('division by zero')",
           outcome.status)
     original = suites.program_suite
-    suites.program_suite = lambda: ([SortProgram(), MissingProgram()], None)
+    suites.program_suite = lambda build=None: ([SortProgram(), MissingProgram()], None)
     try:
         runnable, notes = suites.select_programs([])
     finally:
@@ -490,7 +490,7 @@ def check_ab_on_a_program(tmp):
                                             "--a-lib", "glibc", "--b-lib", "glibc",
                                             "--seed", "3", "--out", str(out)])
     original = suites.program_suite
-    suites.program_suite = lambda: ([SortProgram()], None)
+    suites.program_suite = lambda build=None: ([SortProgram()], None)
     try:
         status = ab.cmd_ab(args)
     finally:
