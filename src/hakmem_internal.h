@@ -313,18 +313,21 @@ struct hak_region {
 };
 
 /* ---- locks (lock.c) -------------------------------------------------------- */
-/* A spin-then-yield lock with a rank. A thread holding a lock takes only
+/* A spin-then-sleep lock with a rank. A thread holding a lock takes only
  * locks of a higher rank (debug builds check it on every acquisition), and
  * fork takes every lock of HAK_LOCKS in rank order. The holder counts its
  * acquisitions, and those that had to wait (relaxed stores: the counts are
- * read without the lock, by the reports). */
+ * read without the lock, by the reports). A waiter that spun long enough
+ * sleeps in the kernel (a futex on held), and the unlock that finds held
+ * at 2 wakes one. Taking or leaving a lock never changes errno. */
 typedef struct {
-  _Atomic int held;
+  _Atomic int held;                  /* 0 free, 1 held, 2 held and maybe waited for */
   uint16_t rank;                     /* from HAK_LOCKS, set by _hak_lock_init */
   _Atomic uint64_t acquired;         /* written by the holder only             */
   _Atomic uint64_t contended;        /* acquisitions that found it held        */
 } hak_lock_t;
-HAK_SLOW void _hak_lock_slow(hak_lock_t *l);                 /* held: spin, then yield  */
+HAK_SLOW void _hak_lock_slow(hak_lock_t *l);                 /* held: spin, then sleep  */
+HAK_SLOW void _hak_lock_wake(hak_lock_t *l);                 /* wakes one sleeper       */
 HAK_SLOW void _hak_lock_order_take(const hak_lock_t *l);     /* debug builds            */
 HAK_SLOW void _hak_lock_order_drop(const hak_lock_t *l);
 static inline void hak_lock_count(_Atomic uint64_t *n) {
@@ -340,10 +343,14 @@ static inline void hak_lock(hak_lock_t *l) {
 }
 static inline void hak_unlock(hak_lock_t *l) {
   if (HAK_DEBUG) _hak_lock_order_drop(l);
-  atomic_store_explicit(&l->held, 0, memory_order_release);
+  if (HAK_UNLIKELY(atomic_exchange_explicit(&l->held, 0, memory_order_release) == 2)) _hak_lock_wake(l);
 }
 
 /* ---- the shared pool (one per class) ----------------------------------- */
+/* Invariants (pool lock; checked in debug builds by the purge pass): a slab
+ * is on released exactly when its on_released is 1, and every slab there
+ * is of the pool's class (FREE or not: an entry taken again, purged or
+ * unmapped since it was pushed stays until it comes up). */
 struct hak_pool {
   hak_lock_t lock;
   struct hak_slab *partial;          /* ownerless slabs with free blocks       */
