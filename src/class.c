@@ -123,7 +123,12 @@ unsigned _hak_class_of_size(size_t n) {
   hak_size_entry_t e = __atomic_load_n(&_hak_class_front_of_size[n], __ATOMIC_RELAXED);
   if (HAK_UNLIKELY(e == 0)) {
     front_of_size_fill(n);
-    e = __atomic_load_n(&_hak_class_front_of_size[n], __ATOMIC_RELAXED);   /* others may be filling it too */
+    /* Not read back: a malloc_trim in another thread (one out of memory)
+     * may have zeroed the page again, and entry 0 is no class (it read as
+     * class 139 and divided by 0 under `ulimit -v` with 4 threads). */
+    unsigned c = 0;
+    while (_hak_classes[c].size < n) c++;
+    return c;
   }
   return hak_entry_front(e) - 1;
 }
