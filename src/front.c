@@ -198,11 +198,33 @@ static bool heap_sums_ok(const struct hak_heap *h) {
              ((h)->ways[c] != HAK_WAY_FREE || (h)->cap[c] <= HAK_FREE_ONLY_CAP) && \
              _hak_thread_tls.head[0] == NULL && _hak_thread_tls.credit[0] == 0 && heap_sums_ok(h))
 
+/* A thread's budget of list bytes (HAKMEM_THREAD_CACHE_KB, or the span
+ * lists' HAKMEM_SPAN_CACHE_KB) while at most HAK_SHARE_THREADS threads
+ * live; beyond, HAK_SHARE_THREADS budgets shared by all the live threads.
+ * Lists hold blocks that no other thread can use: with a thousand threads
+ * alive, each holding what one of a few threads may, the span lists alone
+ * (2 blocks per class besides the budget) held over a GB, and the span
+ * heap grew by that much, page fault by page fault (docs/experiments.md,
+ * "A thousand threads"). */
+#define HAK_SHARE_THREADS 32u
+
+static size_t thread_share(size_t per_thread) {
+  unsigned live = _hak_thread_heaps_live();
+  return live <= HAK_SHARE_THREADS ? per_thread : per_thread * HAK_SHARE_THREADS / live;
+}
+
+/* Bytes of all of h's span lists' capacities, start capacities included. */
+static size_t span_cap_all(const struct hak_heap *h) {
+  size_t bytes = 0;
+  for (unsigned c = HAK_SPAN_FIRST; c < HAK_NCLS; c++) bytes += (size_t)h->cap[c] * _hak_classes[c].size;
+  return bytes;
+}
+
 /* The list of class c ran empty under malloc (way HAK_WAY_MALLOC), or was
  * full under free (HAK_WAY_FREE): its capacity goes from 0 to the start
  * capacity, else doubles, within the class's maximum (HAK_ONE_WAY_CAP until
  * the list was used both ways, HAK_FREE_ONLY_CAP while it only took frees)
- * and the thread's budget. */
+ * and the thread's budget (shared beyond HAK_SHARE_THREADS live threads). */
 static void grow(struct hak_heap *h, unsigned c, unsigned way) {
   size_t size = _hak_classes[c].size;
   unsigned cap = h->cap[c], want = cap ? 2 * cap : start_cap[c];
@@ -218,8 +240,15 @@ static void grow(struct hak_heap *h, unsigned c, unsigned way) {
     if (want > most) want = most;
     if (want <= cap) return;
   }
-  if (h->cap_bytes >= budget) return;
-  size_t room = (budget - h->cap_bytes) / size;
+  if (spans(c) && _hak_thread_heaps_live() > HAK_SHARE_THREADS) {   /* many threads: start capacities count too */
+    size_t share = thread_share(span_budget), held = span_cap_all(h);
+    size_t most = cap + (share > held ? (share - held) / size : 0);
+    if (want > most) want = (unsigned)most;
+    if (want <= cap) return;
+  }
+  size_t thread_budget = thread_share(budget);
+  if (h->cap_bytes >= thread_budget) return;
+  size_t room = (thread_budget - h->cap_bytes) / size;
   if (want - cap > room) want = cap + (unsigned)room;
   h->span_cap_bytes += span_extra(c, want) - span_extra(c, cap);
   h->cap[c] = (uint16_t)want;

@@ -251,9 +251,11 @@ struct hak_slab {
   uint8_t  index;                    /* index in its SuperSlab                 */
   uint8_t  dirty;                    /* FREE, pages maybe resident (pool lock) */
   uint8_t  recycled;                 /* was released since its SuperSlab was mapped */
+  uint8_t  on_released;              /* on its pool's released stack (pool lock) */
   uint32_t freed_ms;                 /* when it became FREE (pool lock)        */
   uintptr_t start;                   /* first block                            */
   struct hak_slab *next;             /* shared partial list / SuperSlab free   */
+  struct hak_slab *next_released;    /* the pool's released stack (pool lock)  */
   struct hak_superslab *ss;
 };
 
@@ -356,6 +358,11 @@ struct hak_pool {
   struct hak_slab *partial;          /* ownerless slabs with free blocks       */
   uint32_t npartial;                 /* written under the lock, read as a hint */
   struct hak_superslab *hot;         /* SuperSlabs with free slabs             */
+  /* Slabs released since they were last taken, newest first: the free slabs
+   * whose pages are most likely resident. A fresh slab is one of these when
+   * one is still dirty (superslab.c). */
+  struct hak_slab *released;
+  uint32_t taken;                    /* slabs taken since the last purge pass  */
   struct hak_region *regions;
 } __attribute__((aligned(HAK_CACHELINE)));
 extern struct hak_pool _hak_slab_pools[HAK_NCLS];
@@ -660,6 +667,7 @@ bool   _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
 /* ---- thread.c -------------------------------------------------------------- */
 struct hak_heap *_hak_thread_heap(void);                 /* creates on first use  */
 void   _hak_thread_flush(struct hak_heap *h);           /* all its caches back   */
+unsigned _hak_thread_heaps_live(void);                  /* threads with a heap   */
 void   _hak_thread_init(void);
 bool   _hak_thread_initialized(void);
 typedef void (*hak_thread_visit_fn)(struct hak_heap *h, void *arg);

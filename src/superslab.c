@@ -49,10 +49,59 @@ static void hot_push(struct hak_pool *pool, struct hak_superslab *ss) {
   pool->hot = ss;
 }
 
-/* A free slab of class cls, from a SuperSlab with free slabs, mapping a new
- * SuperSlab (or opening a region) when there is none. */
+/* s, unlinked from ss's free list, becomes ACTIVE; ss gets state. */
+static struct hak_slab *slab_take(struct hak_superslab *ss, struct hak_slab *s, unsigned state) {
+  ss->free_slabs--;
+  _hak_slab_pools[ss->cls].taken++;
+  if (s->recycled)
+    atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_reused, (int64_t)_hak_classes[ss->cls].slab_bytes, memory_order_relaxed);
+  s->state = HAK_SLAB_ACTIVE;
+  s->dirty = 0;
+  s->next = NULL;
+  set_state(ss, state);
+  ss_check(ss);
+  return s;
+}
+
+/* The newest released slab whose pages were not purged yet, unlinked from
+ * its SuperSlab's free list (at most nslabs steps; usually its head), or
+ * NULL. Entries taken again, purged or unmapped since they were pushed
+ * leave the stack here.
+ * Why: the SuperSlab order of _hak_superslab_fresh_slab (HOT first, so
+ * DRAINING ones empty) hands out slabs without regard to their pages.
+ * Under thread churn (many threads, each with its own slabs, exiting and
+ * replaced) the slabs that exiting threads released waited in DRAINING
+ * SuperSlabs until purged, while the new threads faulted in clean slabs of
+ * HOT ones: with 1,000 threads alive, half of the fresh slabs were clean
+ * and 60,000 dirty slabs were purged in a run of 2,000 threads
+ * (docs/experiments.md, "A thousand threads"). Resident pages are reused
+ * first (and the purge pass spares as many of them as the class took since
+ * its last pass, below); the SuperSlab order still decides among the rest. */
+static struct hak_slab *released_pop(struct hak_pool *pool) {
+  struct hak_slab *s;
+  while ((s = pool->released) != NULL) {
+    pool->released = s->next_released;
+    s->on_released = 0;
+    if (s->state == HAK_SLAB_FREE && s->dirty) break;
+  }
+  if (!s) return NULL;
+  struct hak_slab **link = &s->ss->free_list;
+  while (*link != s) { HAK_ASSERT(*link != NULL); link = &(*link)->next; }
+  *link = s->next;
+  return s;
+}
+
+/* A free slab of class cls: a released one whose pages are resident, else
+ * one from a SuperSlab with free slabs, mapping a new SuperSlab (or opening
+ * a region) when there is none. */
 struct hak_slab *_hak_superslab_fresh_slab(unsigned cls) {
   struct hak_pool *pool = &_hak_slab_pools[cls];
+  struct hak_slab *s = released_pop(pool);
+  if (s) {                                     /* a DRAINING SuperSlab stays one while it may */
+    struct hak_superslab *from = s->ss;
+    bool draining = (from->free_slabs - 1u) * HAK_SS_DRAIN_DEN >= from->nslabs * (unsigned)HAK_SS_DRAIN_NUM;
+    return slab_take(from, s, from->state != HAK_SS_HOT && draining ? HAK_SS_DRAINING : HAK_SS_HOT);
+  }
   struct hak_superslab **link = &pool->hot, *ss = NULL, *fallback = NULL;
   while (*link) {                              /* drop full ones, find a HOT one */
     struct hak_superslab *x = *link;
@@ -66,17 +115,9 @@ struct hak_slab *_hak_superslab_fresh_slab(unsigned cls) {
     if (!(ss = _hak_region_grow_class(cls))) return NULL;
     hot_push(pool, ss);
   }
-  struct hak_slab *s = ss->free_list;
+  s = ss->free_list;
   ss->free_list = s->next;
-  ss->free_slabs--;
-  if (s->recycled)
-    atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_reused, (int64_t)_hak_classes[cls].slab_bytes, memory_order_relaxed);
-  s->state = HAK_SLAB_ACTIVE;
-  s->dirty = 0;
-  s->next = NULL;
-  set_state(ss, HAK_SS_HOT);
-  ss_check(ss);
-  return s;
+  return slab_take(ss, s, HAK_SS_HOT);
 }
 
 /* An empty slab goes back to its SuperSlab. */
@@ -93,6 +134,12 @@ void _hak_superslab_release_slab(struct hak_slab *s) {
   s->next = ss->free_list;
   ss->free_list = s;
   ss->free_slabs++;
+  if (!s->on_released) {
+    struct hak_pool *pool = &_hak_slab_pools[s->cls];
+    s->on_released = 1;
+    s->next_released = pool->released;
+    pool->released = s;
+  }
   if (ss->free_slabs == ss->nslabs) set_state(ss, HAK_SS_EMPTY);
   else if (ss->free_slabs * HAK_SS_DRAIN_DEN >= ss->nslabs * HAK_SS_DRAIN_NUM)
     set_state(ss, HAK_SS_DRAINING);
@@ -169,13 +216,37 @@ static void prune_hot(struct hak_pool *pool) {
   }
 }
 
-/* One class: empty ownerless slabs back to their SuperSlabs, then the
- * SuperSlabs' free slabs purged, then the regions shrunk. */
+/* As many released slabs as were taken since the last pass stay resident,
+ * the newest first (they are taken first): under that demand they would be
+ * taken again within a pass, and fault in again. When the demand stops,
+ * the next pass purges them. Entries taken again or purged leave the stack. */
+static void spare_released(struct hak_pool *pool, const struct hak_purge_policy *pp) {
+  uint32_t spare = pp->force ? 0 : pool->taken;
+  pool->taken = 0;
+  for (struct hak_slab **at = &pool->released, *s; spare && (s = *at) != NULL; ) {
+    if (s->state == HAK_SLAB_FREE && s->dirty) { s->freed_ms = pp->now_ms; spare--; at = &s->next_released; }
+    else { *at = s->next_released; s->on_released = 0; }
+  }
+}
+
+/* Debug builds: the invariants written beside struct hak_pool (the stack's
+ * side; a slab off the stack with on_released set would be pushed never). */
+static void released_check(const struct hak_pool *pool, unsigned c) {
+  if (!HAK_DEBUG) return;
+  for (const struct hak_slab *s = pool->released; s; s = s->next_released)
+    HAK_ASSERT(s->on_released == 1 && s->cls == c);
+}
+
+/* One class: empty ownerless slabs back to their SuperSlabs, the released
+ * slabs the demand will take again spared, then the SuperSlabs' free slabs
+ * purged, then the regions shrunk. */
 static size_t purge_class(unsigned c, const struct hak_purge_policy *pp) {
   struct hak_pool *pool = &_hak_slab_pools[c];
   size_t released = 0;
   hak_lock(&pool->lock);
   _hak_slab_release_empty(pool);
+  spare_released(pool, pp);
+  released_check(pool, c);
   long kept = 0;
   for (struct hak_superslab *ss = pool->hot; ss; ss = ss->next_hot) {
     if (ss->state == HAK_SS_EMPTY && !pp->force && kept < pp->keep) { kept++; continue; }

@@ -17,6 +17,9 @@ static pthread_key_t heap_key;
 static _Atomic int init_state;                 /* 0 no, 1 running, 2 done */
 hak_lock_t _hak_thread_heaps_lock;
 static struct hak_heap *heaps_all, *heaps_free;
+static _Atomic unsigned heaps_live;            /* threads with a heap now */
+
+unsigned _hak_thread_heaps_live(void) { return atomic_load_explicit(&heaps_live, memory_order_relaxed); }
 
 static void thread_exit(void *arg);
 
@@ -71,7 +74,7 @@ static struct hak_heap *heap_create(void) {
     h->next_all = heaps_all;
     heaps_all = h;
   }
-  if (h) h->live = true;
+  if (h) { h->live = true; atomic_fetch_add_explicit(&heaps_live, 1, memory_order_relaxed); }
   hak_unlock(&_hak_thread_heaps_lock);
   if (!h) return NULL;
   _hak_front_heap_init(h);
@@ -108,6 +111,7 @@ static void thread_exit(void *arg) {
   _hak_thread_tls.exited = true;
   hak_lock(&_hak_thread_heaps_lock);
   h->live = false;
+  atomic_fetch_sub_explicit(&heaps_live, 1, memory_order_relaxed);
   h->next_free = heaps_free;
   heaps_free = h;
   hak_unlock(&_hak_thread_heaps_lock);
