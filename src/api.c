@@ -13,6 +13,17 @@ static void *route_alloc(size_t n) {
   return p;
 }
 
+/* Out of memory: everything cached and held in reserve goes back (this
+ * thread's lists and slabs, cached Large ranges, free slabs, empty
+ * SuperSlabs at the top of their regions, the span heap's free runs, their
+ * address space included) before one more try. */
+static void *large_alloc_retry(size_t n, size_t align, bool zero) {
+  void *p = _hak_large_alloc(n, align, zero);
+  if (HAK_UNLIKELY(!p) && hak_malloc_trim(0)) p = _hak_large_alloc(n, align, zero);
+  if (HAK_UNLIKELY(!p)) errno = ENOMEM;
+  return p;
+}
+
 /* HAK_SLOW: every malloc the inline path could not serve. Out of memory,
  * it gives back what it caches and tries once more. */
 void *_hak_api_malloc_slow(size_t n) {
@@ -22,6 +33,11 @@ void *_hak_api_malloc_slow(size_t n) {
   if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   void *p = route_alloc(n);
   if (HAK_UNLIKELY(!p) && hak_malloc_trim(0)) p = route_alloc(n);
+  /* Still none: a class that cannot map its next SuperSlab (2 MiB) can
+   * still be served by a mapping of its own (whole pages: Large), as
+   * route_alloc does for the sizes above L2. */
+  if (HAK_UNLIKELY(!p) && n <= HAK_L2_MAX) p = _hak_large_alloc(n, 0, false);
+  if (HAK_UNLIKELY(!p)) errno = ENOMEM;         /* whatever the trim's system calls left */
   return p;
 }
 
@@ -93,7 +109,7 @@ HAK_API void *hak_calloc(size_t count, size_t size) {
   if (__builtin_mul_overflow(count, size, &n)) { errno = ENOMEM; return NULL; }
   if (n > HAK_MID_MAX) {
     if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-    return _hak_large_alloc(n, 0, true);          /* fresh mappings are zero */
+    return large_alloc_retry(n, 0, true);         /* fresh mappings are zero */
   }
   void *p = hak_malloc_inline(n);
   if (p) memset(p, 0, n);
@@ -144,8 +160,13 @@ static void *aligned_alloc_pow2(size_t align, size_t n) {
   if (align <= HAK_MIN_ALIGN) return hak_malloc(n);
   if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   int c = _hak_class_for_aligned(n, align);
-  if (c >= 0) return _hak_front_alloc_slow((unsigned)c);   /* every block of c is aligned enough */
-  return _hak_large_alloc(n, align, false);
+  if (c >= 0) {                                  /* every block of c is aligned enough */
+    void *p = _hak_front_alloc_slow((unsigned)c);
+    if (HAK_UNLIKELY(!p) && hak_malloc_trim(0)) p = _hak_front_alloc_slow((unsigned)c);
+    if (HAK_UNLIKELY(!p)) errno = ENOMEM;
+    return p;
+  }
+  return large_alloc_retry(n, align, false);
 }
 
 HAK_API int hak_posix_memalign(void **out, size_t align, size_t n) {

@@ -36,12 +36,16 @@ enum { SPAN_UNSET = 0, SPAN_FREE = 1, SPAN_USED = 2 };
  * unset; runs tile pages [0, top); no two free runs touch; a free run is on
  * the bucket of its length; the _hak_span_front entry at the block start
  * of a run at page i (front_of(i)) is HAK_FRONT(class) when the run is
- * used, else 0, and every other entry is 0. */
+ * used, else 0, and every other entry is 0; an unmapped run is free and
+ * not dirty, and runs lie below mapped, in pages the page table maps. */
 struct span_page {
   uint32_t len;             /* run length in pages                          */
   uint8_t  state;           /* SPAN_FREE / SPAN_USED                        */
   uint8_t  tail;            /* the last entry of a run of 2 pages or more   */
   uint8_t  dirty;           /* free run: some of its pages may be resident  */
+  uint8_t  unmapped;        /* free run: its pages are not mapped (given
+                             * back when a mapping failed); mapped again
+                             * when taken                                  */
   uint32_t next, prev;      /* free run: its bucket's list                  */
   uint32_t freed_ms;        /* free run: when it was last freed             */
 };
@@ -52,9 +56,11 @@ struct span_page {
 hak_lock_t _hak_span_lock;
 static struct {
   _Atomic bool opened;
-  struct span_page *page;   /* HAK_SPAN_PAGES entries, touched as used      */
+  struct span_page *page;   /* the page table (SPAN_TABLE)                  */
+  size_t table_mapped;      /* its bytes mapped so far                      */
   _Atomic uint32_t top;     /* pages in runs                                */
   uint32_t mapped;          /* pages mapped                                 */
+  uint64_t taken;           /* pages handed out since the last purge pass   */
   uint32_t bucket[SPAN_BUCKETS];
   uint64_t nonempty[(SPAN_BUCKETS + 63) / 64];
 } span;
@@ -112,6 +118,7 @@ static void run_clear(uint32_t i, uint32_t len) {
 static void free_run_set(uint32_t i, uint32_t len, bool dirty, uint32_t freed_ms) {
   run_set(i, len, SPAN_FREE, 0);
   span.page[i].dirty = dirty;
+  span.page[i].unmapped = 0;
   span.page[i].freed_ms = freed_ms;
   bucket_insert(i);
 }
@@ -125,26 +132,42 @@ static bool span_check_room(void) {
   return true;
 }
 
-/* Maps the page table (address space only until used); once it succeeds
- * (under an address-space limit, each take tries again). */
-static bool span_open(void) {
-  if (atomic_load_explicit(&span.opened, memory_order_relaxed)) return true;
+/* The page table lies in the slot's last SPAN_TABLE_PAGES pages, mapped
+ * SPAN_TABLE_GROW bytes at a time as the runs grow: mapped whole at the
+ * first span block, its 20 MiB counted against an address-space limit. */
+#define SPAN_TABLE_BYTES  ((size_t)HAK_SPAN_PAGES * sizeof(struct span_page))
+#define SPAN_TABLE_PAGES  ((uint32_t)((SPAN_TABLE_BYTES + HAK_PAGE - 1) / HAK_PAGE))
+#define SPAN_RUN_PAGES    (HAK_SPAN_PAGES - SPAN_TABLE_PAGES)   /* pages runs may take */
+#define SPAN_TABLE_GROW   (64u << 10)
+
+static void span_open(void) {
+  if (atomic_load_explicit(&span.opened, memory_order_relaxed)) return;
   HAK_ASSERT(span_check_room());
-  span.page = _hak_os_map((size_t)HAK_SPAN_PAGES * sizeof *span.page);
-  if (!span.page) return false;
+  span.page = (struct span_page *)(SPAN_BASE + ((uintptr_t)SPAN_RUN_PAGES << HAK_SPAN_PAGE_SHIFT));
   for (unsigned b = 0; b < SPAN_BUCKETS; b++) span.bucket[b] = SPAN_NONE;
   atomic_store_explicit(&span.opened, true, memory_order_release);
+}
+
+/* The page table's entries of pages [0, end) are mapped. */
+static bool table_map_to(uint32_t end) {
+  size_t need = ((size_t)end * sizeof *span.page + SPAN_TABLE_GROW - 1) / SPAN_TABLE_GROW * SPAN_TABLE_GROW;
+  size_t most = (size_t)SPAN_TABLE_PAGES << HAK_SPAN_PAGE_SHIFT;
+  if (need > most) need = most;
+  if (need <= span.table_mapped) return true;
+  if (!_hak_os_map_at((uintptr_t)span.page + span.table_mapped, need - span.table_mapped)) return false;
+  span.table_mapped = need;
   return true;
 }
 
 /* Pages up to end are mapped (SPAN_GROW at a time, at fixed addresses). */
 static bool span_map_to(uint32_t end) {
   if (end <= span.mapped) return true;
-  if (end > HAK_SPAN_PAGES) return false;
+  if (end > SPAN_RUN_PAGES) return false;
   uint64_t bytes = ((uint64_t)(end - span.mapped) << HAK_SPAN_PAGE_SHIFT) + SPAN_GROW - 1;
   bytes -= bytes % SPAN_GROW;
-  uint64_t room = (uint64_t)(HAK_SPAN_PAGES - span.mapped) << HAK_SPAN_PAGE_SHIFT;
+  uint64_t room = (uint64_t)(SPAN_RUN_PAGES - span.mapped) << HAK_SPAN_PAGE_SHIFT;
   if (bytes > room) bytes = room;
+  if (!table_map_to(span.mapped + (uint32_t)(bytes >> HAK_SPAN_PAGE_SHIFT))) return false;
   uintptr_t at = SPAN_BASE + ((uintptr_t)span.mapped << HAK_SPAN_PAGE_SHIFT);
   if (!_hak_os_map_at(at, bytes) &&
       !(errno == ENOMEM && _hak_large_trim() && _hak_os_map_at(at, bytes))) return false;
@@ -165,15 +188,33 @@ static uint32_t best_fit(uint32_t len) {
   return SPAN_NONE;
 }
 
+static uintptr_t page_addr(uint32_t i) { return SPAN_BASE + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT); }
+
+/* Pages [i, i + len) of an unmapped free run are mapped again. */
+static bool pages_remap(uint32_t i, uint32_t len) {
+  if (!_hak_os_map_at(page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT)) return false;
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)len << HAK_SPAN_PAGE_SHIFT);
+  return true;
+}
+
+static void pages_unmap(uint32_t i, uint32_t len) {
+  _hak_os_unmap((void *)page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, -((int64_t)len << HAK_SPAN_PAGE_SHIFT));
+}
+
 /* A used run of len pages for class c, or SPAN_NONE when the slot is full
  * or the kernel refuses. */
 static uint32_t run_alloc(uint32_t len, unsigned c) {
   uint32_t i = best_fit(len);
   if (i != SPAN_NONE) {
     struct span_page e = span.page[i];
+    if (e.unmapped && !pages_remap(i, len)) return SPAN_NONE;
     bucket_remove(i);
     run_clear(i, e.len);
-    if (e.len > len) free_run_set(i + len, e.len - len, e.dirty, e.freed_ms);
+    if (e.len > len) {
+      free_run_set(i + len, e.len - len, e.dirty, e.freed_ms);
+      span.page[i + len].unmapped = e.unmapped;
+    }
     if (!e.dirty) atomic_fetch_add(&_hak_stats_gauges.bytes_reused, (int64_t)len << HAK_SPAN_PAGE_SHIFT);
   } else {                                   /* at the top, with the free run that ends there */
     uint32_t top = atomic_load_explicit(&span.top, memory_order_relaxed), have = 0;
@@ -182,33 +223,50 @@ static uint32_t run_alloc(uint32_t len, unsigned c) {
       have = span.page[top - 1].len;
       i = top - have;
     }
+    if (have && span.page[i].unmapped) {     /* map its pages back first */
+      if (!pages_remap(i, have)) return SPAN_NONE;
+      span.page[i].unmapped = 0;
+    }
     if (!span_map_to(i + len)) return SPAN_NONE;
     if (have) { bucket_remove(i); run_clear(i, have); }
     atomic_store_explicit(&span.top, i + len, memory_order_release);
   }
   run_set(i, len, SPAN_USED, HAK_FRONT(c));
+  span.page[i].unmapped = 0;                 /* mapped again above, or never unmapped */
+  span.taken += len;
   return i;
 }
 
-/* Used run i becomes free at now_ms, merged with free neighbours. */
+/* Used run i becomes free at now_ms, merged with free neighbours. A free
+ * run is mapped or unmapped as a whole: one that merges with an unmapped
+ * neighbour gives its own pages (and a mapped neighbour's) back too. */
 static void run_free(uint32_t i, uint32_t now_ms) {
   uint32_t len = span.page[i].len, start = i, total = len;
+  uint32_t before = 0, after = 0;
+  bool before_hole = false, after_hole = false;
   run_clear(i, len);
   if (start && span.page[start - 1].state == SPAN_FREE) {
-    uint32_t before = span.page[start - 1].len;
+    before = span.page[start - 1].len;
     start -= before;
+    before_hole = span.page[start].unmapped;
     bucket_remove(start);
     run_clear(start, before);
     total += before;
   }
   uint32_t next = i + len;
   if (next < atomic_load_explicit(&span.top, memory_order_relaxed) && span.page[next].state == SPAN_FREE) {
-    uint32_t after = span.page[next].len;
+    after = span.page[next].len;
+    after_hole = span.page[next].unmapped;
     bucket_remove(next);
     run_clear(next, after);
     total += after;
   }
-  free_run_set(start, total, true, now_ms);
+  if (!before_hole && !after_hole) { free_run_set(start, total, true, now_ms); return; }
+  if (before && !before_hole) pages_unmap(start, before);
+  pages_unmap(i, len);
+  if (after && !after_hole) pages_unmap(next, after);
+  free_run_set(start, total, false, now_ms);
+  span.page[start].unmapped = 1;
 }
 
 /* Debug builds: the invariants written beside struct span_page. */
@@ -216,12 +274,14 @@ static void span_check(void) {
   if (!HAK_DEBUG) return;
   uint32_t top = atomic_load_explicit(&span.top, memory_order_relaxed);
   bool last_free = false;
+  HAK_ASSERT(top <= span.mapped && (size_t)span.mapped * sizeof *span.page <= span.table_mapped);
   for (uint32_t i = 0; i < top; ) {
     const struct span_page *e = &span.page[i], *last = &span.page[i + e->len - 1];
     HAK_ASSERT(e->len >= 1 && i + e->len <= top && !e->tail);
     HAK_ASSERT(e->state == SPAN_FREE || e->state == SPAN_USED);
     HAK_ASSERT(e->len == 1 || (last->len == e->len && last->state == e->state && last->tail));
     HAK_ASSERT((e->state == SPAN_USED) == (*front_of(i) != 0));
+    HAK_ASSERT(!e->unmapped || (e->state == SPAN_FREE && !e->dirty));
     HAK_ASSERT(!(last_free && e->state == SPAN_FREE));
     if (e->len > 2) HAK_ASSERT(span.page[i + 1].state == SPAN_UNSET);
     if (e->state == SPAN_FREE) {
@@ -249,8 +309,8 @@ unsigned _hak_span_take(unsigned c, unsigned max, void **chain) {
   unsigned got = 0;
   if (max > SPAN_BATCH_MAX) max = SPAN_BATCH_MAX;
   hak_lock(&_hak_span_lock);
-  if (span_open())
-    while (got < max && (runs[got] = run_alloc(pages, c)) != SPAN_NONE) got++;
+  span_open();
+  while (got < max && (runs[got] = run_alloc(pages, c)) != SPAN_NONE) got++;
   span_check();
   hak_unlock(&_hak_span_lock);
   void *list = NULL;
@@ -332,10 +392,11 @@ static void purge_entries(const void *from, const void *to) {
 /* A purged free run at the top goes back to the OS with its address space
  * (an address-space limit counts it), as do the mapped pages above the top. */
 static void span_unmap_top(void) {
-  uint32_t top = atomic_load_explicit(&span.top, memory_order_relaxed);
+  uint32_t top = atomic_load_explicit(&span.top, memory_order_relaxed), unmap_from = top;
   if (top && span.page[top - 1].state == SPAN_FREE) {
     uint32_t len = span.page[top - 1].len, start = top - len;
     if (span.page[start].dirty) return;
+    if (!span.page[start].unmapped) unmap_from = start;   /* else given back already */
     bucket_remove(start);
     run_clear(start, len);
     atomic_store_explicit(&span.top, start, memory_order_release);
@@ -344,22 +405,38 @@ static void span_unmap_top(void) {
   if (span.mapped > top) {                  /* their page table and front entries (all 0) */
     purge_entries(&span.page[top], &span.page[span.mapped]);
     purge_entries(front_of(top) - top % HAK_SPAN_COLORS, front_of(span.mapped) - span.mapped % HAK_SPAN_COLORS);
-    _hak_os_unmap((void *)(SPAN_BASE + ((uintptr_t)top << HAK_SPAN_PAGE_SHIFT)), (size_t)(span.mapped - top) << HAK_SPAN_PAGE_SHIFT);
-    _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak,
-                   -((int64_t)(span.mapped - top) << HAK_SPAN_PAGE_SHIFT));
+    if (span.mapped > unmap_from) pages_unmap(unmap_from, span.mapped - unmap_from);
     span.mapped = top;
   }
 }
 
-/* Free runs' pages back to the OS: those free for the delay, or all (force). */
+/* Free runs' pages back to the OS: those free for the delay, or (force)
+ * every free run unmapped, address space and all (an address-space limit
+ * counts it; run_alloc maps it again)
+ * — but as many pages as the heap handed out since the last pass stay,
+ * the shortest runs first (the ones best fit takes first): under that
+ * demand they would be taken again within a pass, and fault in again.
+ * (A thousand threads on two cores: a freed run waits long past the delay
+ * for a thread to run and take it; docs/experiments.md, "A thousand
+ * threads".) When the demand stops, the next pass purges. */
 size_t _hak_span_purge(const struct hak_purge_policy *pp) {
   if (!atomic_load_explicit(&span.opened, memory_order_acquire)) return 0;
   size_t released = 0;
   hak_lock(&_hak_span_lock);
-  for (unsigned b = 0; b < SPAN_BUCKETS; b++)
-    for (uint32_t i = span.bucket[b]; i != SPAN_NONE; i = span.page[i].next) {
+  uint64_t keep = pp->force ? 0 : span.taken;
+  span.taken = 0;
+  for (unsigned b = 1; b <= SPAN_BUCKETS; b++)          /* bucket 0 (the longest) last */
+    for (uint32_t i = span.bucket[b % SPAN_BUCKETS]; i != SPAN_NONE; i = span.page[i].next) {
       struct span_page *e = &span.page[i];
+      if (pp->force && !e->unmapped) {      /* its address space too (out of memory, malloc_trim) */
+        pages_unmap(i, e->len);
+        if (e->dirty) released += (size_t)e->len << HAK_SPAN_PAGE_SHIFT;
+        e->unmapped = 1;
+        e->dirty = 0;
+        continue;
+      }
       if (!e->dirty || (!pp->force && pp->now_ms - e->freed_ms < pp->delay_ms)) continue;
+      if (e->len <= keep) { keep -= e->len; continue; }
       _hak_os_purge((void *)(SPAN_BASE + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT)), (size_t)e->len << HAK_SPAN_PAGE_SHIFT);
       released += (size_t)e->len << HAK_SPAN_PAGE_SHIFT;
       e->dirty = 0;

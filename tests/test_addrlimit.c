@@ -4,7 +4,11 @@
  * freeing everything, the same kind of allocation works again. Each phase
  * runs in its own child, so phases do not share the limit. 100 KiB blocks
  * come from their size class again after a shortage in which the heap that
- * serves them could not start. */
+ * serves them could not start. The address space one tier freed serves
+ * another: after the blocks of one tier fill the limit and most of them are
+ * freed, a block of another tier that fits in what was freed succeeds
+ * (hakmem gives back its free runs, cached ranges and empty SuperSlabs,
+ * address space included, before it returns NULL). */
 #include "testing.h"
 #include "proc_status.h"
 #include <errno.h>
@@ -172,6 +176,52 @@ static void run_mid_after_shortage(void)
     free(p);
 }
 
+/* Fills the limit with blocks of `fill` bytes, frees all but every
+ * keep-th one (keep 0: all), then asks for blocks of `want` bytes,
+ * want_bytes of them in all: they fit in what was freed. */
+struct reuse { const char *name; size_t fill; unsigned keep; size_t want, want_bytes; };
+
+static const struct reuse reuses[] = {
+    { "100 KiB blocks freed (1 in 8 kept), then 32 MiB", 100 * KiB, 8, 32 * MiB, 32 * MiB },
+    { "100 KiB blocks freed (1 in 8 kept), then 64 B blocks", 100 * KiB, 8, 64, 32 * MiB },
+    { "2 MiB blocks freed (1 in 2 kept), then 100 KiB blocks", 2 * MiB, 2, 100 * KiB, 48 * MiB },
+    { "8 KiB blocks freed, then 32 MiB", 8 * KiB, 0, 32 * MiB, 32 * MiB },
+    { "64 B blocks freed, then 32 MiB", 64, 0, 32 * MiB, 32 * MiB },
+};
+
+static void run_reuse(const struct reuse *r)
+{
+    const struct phase fill = { r->name, BY_MALLOC, r->fill, 0 };
+    size_t bytes;
+    void *chain = fill_until_null(&fill, &bytes), *kept = NULL;
+    size_t freed = 0, i = 0;
+    while (chain) {                       /* free all but every keep-th block */
+        void *next;
+        memcpy(&next, chain, sizeof next);
+        if (r->keep && i++ % r->keep == 0) { memcpy(chain, &kept, sizeof kept); kept = chain; }
+        else { free(chain); freed += r->fill; }
+        chain = next;
+    }
+    CHECKF(freed >= 2 * r->want_bytes, "%s: only %zu bytes freed", r->name, freed);
+    void *got = NULL;
+    size_t total = 0;
+    while (total < r->want_bytes) {
+        errno = 0;
+        char *p = malloc(r->want);
+        if (!p) {
+            CHECKF(0, "%s: NULL (errno %d) after %zu of %zu bytes, with %zu bytes freed", r->name, errno,
+                   total, r->want_bytes, freed);
+            break;
+        }
+        p[r->want - 1] = 1;
+        memcpy(p, &got, sizeof got);
+        got = p;
+        total += r->want;
+    }
+    free_chain(got);
+    free_chain(kept);
+}
+
 static void limit_address_space(void)
 {
     long vm_kib = proc_status_kib("VmSize");
@@ -182,22 +232,24 @@ static void limit_address_space(void)
 
 static const struct phase mid_after_shortage = { "100 KiB after a shortage", BY_MALLOC, 100 * KiB, 0 };
 
-/* Runs one phase (or the realloc growth, ph == NULL) in a limited child. */
-static void in_child(const struct phase *ph)
+/* Runs one phase (or the realloc growth, ph == NULL; or reuse r) in a
+ * limited child. */
+static void in_child(const struct phase *ph, const struct reuse *r)
 {
     pid_t pid = fork();
     if (pid == 0) {
         alarm(120);
         test_failures = 0;
         limit_address_space();
-        if (ph == &mid_after_shortage) run_mid_after_shortage();
+        if (r) run_reuse(r);
+        else if (ph == &mid_after_shortage) run_mid_after_shortage();
         else if (ph) run_phase(ph);
         else run_realloc_growth();
         _exit(test_failures ? 1 : 0);
     }
     int status;
     waitpid(pid, &status, 0);
-    const char *name = ph ? ph->name : "realloc growth";
+    const char *name = r ? r->name : ph ? ph->name : "realloc growth";
     CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: child %s %d", name,
            WIFSIGNALED(status) ? "killed by signal" : "exited with",
            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
@@ -205,10 +257,11 @@ static void in_child(const struct phase *ph)
 
 int main(void)
 {
-    for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++) in_child(&phases[i]);
-    in_child(NULL);
+    for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++) in_child(&phases[i], NULL);
+    in_child(NULL, NULL);
     usable_100k = class_usable_100k();
     CHECKF(usable_100k >= 100 * KiB, "malloc_usable_size of 100 KiB: %zu", usable_100k);
-    in_child(&mid_after_shortage);
+    in_child(&mid_after_shortage, NULL);
+    for (size_t i = 0; i < sizeof reuses / sizeof reuses[0]; i++) in_child(NULL, &reuses[i]);
     TEST_END();
 }
