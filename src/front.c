@@ -16,7 +16,8 @@
  * stops at HAK_ONE_WAY_CAP blocks (one that only takes frees at
  * HAK_FREE_ONLY_CAP, and spills whole). So a class a thread uses little never
  * carves more than a few KiB of fresh blocks, and a thread that stops
- * allocating holds at most its budget. */
+ * allocating holds at most its budget. Beyond HAK_SHARE_THREADS live
+ * threads, the budgets of that many threads are shared by all (grow). */
 #include "hakmem_internal.h"
 
 #include <errno.h>

@@ -625,8 +625,9 @@ void  _hak_front_init(void);                      /* after the options          
  * class) up to 1 MiB are page runs of one shared slot, so the pages one class
  * frees serve the others (see span.c). The rings of all span classes of a
  * thread together hold at most HAKMEM_SPAN_CACHE_KB of blocks, besides 2
- * blocks each (front.c): the heap serves any class with what the rings
- * would hold back. */
+ * blocks each (front.c; beyond 32 live threads, 32 threads' budgets shared
+ * by all, the 2 blocks included): the heap serves any class with what the
+ * rings would hold back. */
 #define HAK_SPAN_FIRST      (HAK_NTINY + 16)
 /* Its slot, and its pages: a block starts HAK_SPAN_COLOR_STEP * (page %
  * HAK_SPAN_COLORS) bytes into its run's first page. _hak_span_front has a
