@@ -15,7 +15,6 @@
 #include "hakmem_internal.h"
 
 #include <errno.h>
-#include <sys/mman.h>
 
 /* A live block or a cached range: bytes is a multiple of the page, never 0.
  * dirty: the bytes from addr that may be non-zero (live: the most the
@@ -212,7 +211,6 @@ static struct large_entry large_map(size_t bytes, size_t align, const struct lar
   }
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)bytes);
   size_t dirty = move_parts((uintptr_t)p, parts, n);
-  _hak_os_advise_huge(p, bytes);
   return (struct large_entry){ (uintptr_t)p, bytes, dirty, 0 };
 }
 

@@ -69,11 +69,6 @@ bool _hak_os_move(void *from, size_t bytes, void *to) {
   return mremap(from, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, to) != MAP_FAILED;
 }
 
-/* Transparent huge pages for a fresh mapping, when HAKMEM_HUGE_PAGES asks. */
-void _hak_os_advise_huge(void *p, size_t bytes) {
-  if (_hak_options_get(HAK_OPT_HUGE_PAGES)) madvise(p, bytes, MADV_HUGEPAGE);
-}
-
 uint32_t _hak_os_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);

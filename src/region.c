@@ -105,7 +105,6 @@ static struct hak_superslab *region_grow(struct hak_region *r) {
     if (errno == EEXIST) r->full = true;
     return NULL;
   }
-  _hak_os_advise_huge(mapped, k->ss_bytes);
   struct hak_superslab *ss = ss_header(r, r->ss_mapped);
   if (!ss) { _hak_os_unmap((void *)at, k->ss_bytes); return NULL; }
   r->ss_mapped++;
