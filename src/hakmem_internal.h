@@ -566,6 +566,7 @@ void   _hak_os_unmap(void *p, size_t bytes);
 void   _hak_os_purge(void *p, size_t bytes);     /* give pages back, keep range */
 void   _hak_os_zero(void *p, size_t bytes);      /* the same for a table: reads 0 again */
 void  *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes);
+bool   _hak_os_move(void *from, size_t bytes, void *to);  /* mremap to a fixed place */
 void  *_hak_os_meta_alloc(size_t bytes);          /* zeroed, never freed      */
 uint64_t _hak_os_now_ns(void);
 uint32_t _hak_os_now_ms(void);                    /* coarse, cheap            */
@@ -697,7 +698,8 @@ void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry l
   X(L25_RING_CAP,    NUMBER, POOL_L25_RING_CAP, 1, POOL_L25_RING_CAP, NULL, "capacity an L2.5 ring may grow to, per class (lowers the build's)") \
   X(L2_RING_CAPS,    LIST,    0, 0, 0, NULL,    "per-class L2 ring capacities, comma-separated from the smallest class (0: the pool's)") \
   X(L25_RING_CAPS,   LIST,    0, 0, 0, NULL,    "per-class L2.5 ring capacities, comma-separated (0: the pool's)") \
-  X(LARGE_CACHE_MB,  NUMBER, 64, 0, 4096, NULL, "MiB of freed Large mappings kept for reuse") \
+  X(LARGE_CACHE_MB,  NUMBER, 64, 0, 4096, NULL, "MiB of freed Large ranges the cache may always keep for reuse") \
+  X(LARGE_CACHE_LIVE_PCT, NUMBER, 100, 0, 1000, NULL, "percent of the live Large bytes the cache may keep when that is more than HAKMEM_LARGE_CACHE_MB") \
   X(PURGE_DELAY_MS,  NUMBER, 50, 0, 60000, NULL, "ms before a free slab or cached Large range goes back to the OS, and an untouched thread list to the slabs") \
   X(EMPTY_KEEP,      NUMBER,  1, 0, 64, NULL,   "empty SuperSlabs per class kept committed for reuse") \
   X(INVALID_FREE,    ENUM,    0, 0, 1, "abort|ignore", "abort: an invalid free aborts; ignore: it is counted and skipped") \

@@ -2,20 +2,29 @@
  * mapping per block, page aligned, its metadata out of band in a hash table
  * keyed by the block address (the ownership map of this tier: O(1), never
  * touching the block). Freed blocks stay resident in a cache of page ranges
- * bounded in bytes (HAKMEM_LARGE_CACHE_MB): a new block is cut from the best
- * fitting range and a growing realloc extends into the range after it, so
- * reuse costs no page faults; with nothing cached, realloc moves by mremap. */
+ * bounded in bytes by the larger of HAKMEM_LARGE_CACHE_MB and
+ * HAKMEM_LARGE_CACHE_LIVE_PCT of the live Large bytes, so a program that
+ * keeps more in big buffers may keep more for their replacements; what is
+ * not reused goes back after the purge delay. A new block is cut from the
+ * best fitting range; when no range is big enough, cached ranges are moved
+ * (mremap, their pages with them) into a fresh mapping of the block's size,
+ * so reuse costs no page faults whatever the sizes. A growing realloc
+ * extends into the range after the block; with nothing cached, it moves by
+ * mremap. Each range knows how far its pages may have been written
+ * (dirty): calloc zeroes only that much. */
 #include "hakmem_internal.h"
 
 #include <errno.h>
 
-/* A live block or a cached range: bytes is a multiple of the page, never 0. */
-struct large_entry { uintptr_t addr; size_t bytes; uint32_t freed_ms; };
+/* A live block or a cached range: bytes is a multiple of the page, never 0.
+ * dirty: the bytes from addr that may be non-zero (live: the most the
+ * program was given); beyond it the pages read 0 (fresh). */
+struct large_entry { uintptr_t addr; size_t bytes; size_t dirty; uint32_t freed_ms; };
 
 /* Live blocks: open addressing, linear probing, backward-shift deletion. */
 hak_lock_t _hak_large_lock;
 static struct large_entry *table;
-static size_t table_cap, table_count;
+static size_t table_cap, table_count, live_bytes;
 
 #define HAK_LARGE_CACHE_SLOTS 32
 static struct large_entry cache[HAK_LARGE_CACHE_SLOTS];
@@ -50,18 +59,20 @@ static bool table_grow(void) {
   return true;
 }
 
-static bool table_insert(uintptr_t addr, size_t bytes) {
+static bool table_insert(uintptr_t addr, size_t bytes, size_t dirty) {
   HAK_ASSERT(bytes >= HAK_PAGE && bytes % HAK_PAGE == 0);   /* 0 would read as "not ours" */
   if ((table_count + 1) * 2 > table_cap && !table_grow()) return false;
   size_t i = slot_of(addr, table_cap);
   while (table[i].addr) i = (i + 1) & (table_cap - 1);
-  table[i] = (struct large_entry){ addr, bytes, 0 };
+  table[i] = (struct large_entry){ addr, bytes, dirty, 0 };
   table_count++;
+  live_bytes += bytes;
   return true;
 }
 
 static void table_remove(struct large_entry *e) {
   size_t i = (size_t)(e - table);
+  live_bytes -= e->bytes;
   for (size_t j = (i + 1) & (table_cap - 1); table[j].addr; j = (j + 1) & (table_cap - 1)) {
     size_t home = slot_of(table[j].addr, table_cap);
     /* Move j back into the hole at i unless its home lies in (i, j]. */
@@ -84,11 +95,20 @@ static void cache_drop(unsigned i) {
   memmove(&cache[i], &cache[i + 1], (--cache_count - i) * sizeof cache[0]);
 }
 
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+
 /* The head bytes of entry i leave the cache; the rest stays. */
 static struct large_entry cache_cut(unsigned i, size_t bytes) {
-  struct large_entry out = { cache[i].addr, bytes, cache[i].freed_ms };
-  if (cache[i].bytes > bytes) { cache[i].addr += bytes; cache[i].bytes -= bytes; }
-  else cache_drop(i);
+  struct large_entry *r = &cache[i];
+  struct large_entry out = { r->addr, bytes, min_size(r->dirty, bytes), r->freed_ms };
+  if (r->bytes > bytes) {
+    r->dirty = r->dirty > bytes ? r->dirty - bytes : 0;
+    r->addr += bytes;
+    r->bytes -= bytes;
+  } else {
+    cache_drop(i);
+  }
   cache_bytes -= bytes;
   atomic_fetch_sub(&_hak_stats_gauges.bytes_large_cached, (int64_t)bytes);
   return out;
@@ -104,6 +124,19 @@ static int cache_best_fit(size_t bytes, size_t align) {
   return best;
 }
 
+/* Cached ranges, largest first, until they hold bytes (the last one cut to
+ * fit) or the cache is empty: they leave it; returns how many, in parts. */
+static unsigned cache_take_largest(size_t bytes, struct large_entry *parts) {
+  unsigned n = 0;
+  for (size_t got = 0; got < bytes && cache_count; got += parts[n++].bytes) {
+    unsigned big = 0;
+    for (unsigned i = 1; i < cache_count; i++)
+      if (cache[i].bytes > cache[big].bytes) big = i;
+    parts[n] = cache_cut(big, min_size(cache[big].bytes, bytes - got));
+  }
+  return n;
+}
+
 static int cache_find_at(uintptr_t addr, size_t bytes) {
   for (unsigned i = 0; i < cache_count; i++)
     if (cache[i].addr == addr && cache[i].bytes >= bytes) return (int)i;
@@ -115,17 +148,27 @@ static void unmap_block(uintptr_t addr, size_t bytes) {
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, -(int64_t)bytes);
 }
 
+/* The bytes the cache may hold: the floor, or the share of the live Large
+ * bytes when that is more (both 0: no cache). */
+static size_t cache_bound(void) {
+  size_t floor = (size_t)_hak_options_get(HAK_OPT_LARGE_CACHE_MB) << 20;
+  size_t share = live_bytes / 100 * (size_t)_hak_options_get(HAK_OPT_LARGE_CACHE_LIVE_PCT);
+  return max_size(floor, share);
+}
+
 /* Keeps a freed range when it fits the byte bound, evicting the oldest;
  * else unmaps it. Adjacent cached ranges merge with it, so fragments of one
  * block come back together. */
-static void cache_put(uintptr_t addr, size_t bytes) {
-  size_t bound = (size_t)_hak_options_get(HAK_OPT_LARGE_CACHE_MB) << 20;
+static void cache_put(uintptr_t addr, size_t bytes, size_t dirty) {
+  size_t bound = cache_bound();
   for (unsigned i = 0; i < cache_count;) {
     struct large_entry *r = &cache[i];
     if (r->addr + r->bytes == addr || addr + bytes == r->addr) {
-      struct large_entry m = cache_cut(i, r->bytes);
-      if (m.addr < addr) addr = m.addr;
-      bytes += m.bytes;
+      struct large_entry m = cache_cut(i, r->bytes), put = { addr, bytes, dirty, 0 };
+      struct large_entry lo = m.addr < addr ? m : put, hi = m.addr < addr ? put : m;
+      addr = lo.addr;
+      bytes = lo.bytes + hi.bytes;
+      dirty = hi.dirty ? lo.bytes + hi.dirty : lo.dirty;
       i = 0;                                      /* the merged range may touch another */
     } else {
       i++;
@@ -136,9 +179,39 @@ static void cache_put(uintptr_t addr, size_t bytes) {
     struct large_entry old = cache_cut(0, cache[0].bytes);
     unmap_block(old.addr, old.bytes);
   }
-  cache[cache_count++] = (struct large_entry){ addr, bytes, _hak_os_now_ms() };
+  cache[cache_count++] = (struct large_entry){ addr, bytes, dirty, _hak_os_now_ms() };
   cache_bytes += bytes;
   atomic_fetch_add(&_hak_stats_gauges.bytes_large_cached, (int64_t)bytes);
+}
+
+/* Moves the parts, in order, to the start of the fresh mapping at p (their
+ * pages go with them; a part that cannot move is unmapped, its place stays
+ * fresh). Returns how far the block may be dirty. */
+static size_t move_parts(uintptr_t p, const struct large_entry *parts, unsigned n) {
+  size_t off = 0, dirty = 0;
+  for (unsigned k = 0; k < n; off += parts[k++].bytes) {
+    if (_hak_os_move((void *)parts[k].addr, parts[k].bytes, (void *)(p + off))) {
+      _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, -(int64_t)parts[k].bytes);
+      if (parts[k].dirty) dirty = off + parts[k].dirty;
+    } else {
+      unmap_block(parts[k].addr, parts[k].bytes);
+    }
+  }
+  return dirty;
+}
+
+/* A fresh mapping for a block of bytes, made of the parts' pages where
+ * there are parts; e.addr 0: out of memory (the parts are unmapped). */
+static struct large_entry large_map(size_t bytes, size_t align, const struct large_entry *parts, unsigned n) {
+  void *p = _hak_os_map_aligned(bytes, align);
+  if (!p && _hak_large_trim()) p = _hak_os_map_aligned(bytes, align);   /* out of memory: drop the cache, retry */
+  if (!p) {
+    for (unsigned k = 0; k < n; k++) unmap_block(parts[k].addr, parts[k].bytes);
+    return (struct large_entry){ 0, 0, 0, 0 };
+  }
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)bytes);
+  size_t dirty = move_parts((uintptr_t)p, parts, n);
+  return (struct large_entry){ (uintptr_t)p, bytes, dirty, 0 };
 }
 
 /* A block has at least one page, also for n == 0 (a zero-size aligned
@@ -148,30 +221,29 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   if (align < HAK_PAGE) align = HAK_PAGE;
   size_t bytes = n ? (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1) : HAK_PAGE;
   if (bytes < n || bytes > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-  struct large_entry e;
+  struct large_entry e, parts[HAK_LARGE_CACHE_SLOTS];
+  unsigned nparts = 0;
   hak_lock(&_hak_large_lock);
   int i = cache_best_fit(bytes, align);
   bool cached = i >= 0;
   if (cached) e = cache_cut((unsigned)i, bytes);
+  else if (align == HAK_PAGE) nparts = cache_take_largest(bytes, parts);
   hak_unlock(&_hak_large_lock);
-  if (!cached) {
-    void *p = _hak_os_map_aligned(bytes, align);
-    if (!p && _hak_large_trim()) p = _hak_os_map_aligned(bytes, align);   /* out of memory: drop the cache, retry */
-    if (!p) { errno = ENOMEM; return NULL; }
-    e = (struct large_entry){ (uintptr_t)p, bytes, 0 };
-    _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)bytes);
-  } else {
-    atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_reused, (int64_t)e.bytes, memory_order_relaxed);
-    if (zero) memset((void *)e.addr, 0, n);
-  }
+  size_t reused = cached ? bytes : 0;
+  for (unsigned k = 0; k < nparts; k++) reused += parts[k].bytes;
+  if (!cached) e = large_map(bytes, align, parts, nparts);
+  if (!e.addr) { errno = ENOMEM; return NULL; }
+  atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_reused, (int64_t)reused, memory_order_relaxed);
+  if (zero) memset((void *)e.addr, 0, min_size(n, e.dirty));   /* past dirty the pages read 0 */
+  e.dirty = max_size(e.dirty, n);
   hak_lock(&_hak_large_lock);
-  bool ok = table_insert(e.addr, e.bytes);
+  bool ok = table_insert(e.addr, e.bytes, e.dirty);
   hak_unlock(&_hak_large_lock);
   if (!ok) { unmap_block(e.addr, e.bytes); errno = ENOMEM; return NULL; }
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, (int64_t)e.bytes);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_large, &_hak_stats_gauges.bytes_large_peak, (int64_t)e.bytes);
   struct hak_stats *st = thread_stats();
-  if (st) { st->large_allocs++; st->large_cache_hits += cached; }
+  if (st) { st->large_allocs++; st->large_cache_hits += reused != 0; }
   return (void *)e.addr;
 }
 
@@ -188,9 +260,9 @@ bool _hak_large_free(void *p, const char *call) {
     if (i >= 0) _hak_guard_double_free(p, call, bytes);
     return false;
   }
-  size_t bytes = e->bytes;
+  size_t bytes = e->bytes, dirty = e->dirty;
   table_remove(e);
-  cache_put(a, bytes);
+  cache_put(a, bytes, dirty);
   hak_unlock(&_hak_large_lock);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, -(int64_t)bytes);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_large, &_hak_stats_gauges.bytes_large_peak, -(int64_t)bytes);
@@ -207,6 +279,13 @@ size_t _hak_large_usable(const void *p) {
   return bytes;
 }
 
+/* The live block e takes bytes (a shrink or an extension in place). */
+static void resize_in_place(struct large_entry *e, size_t bytes, size_t dirty) {
+  live_bytes += bytes - e->bytes;                 /* modulo 2^N: a shrink subtracts */
+  e->bytes = bytes;
+  e->dirty = dirty;
+}
+
 /* p is a live Large block; n > HAK_MID_MAX. A shrink leaves the tail in the
  * cache. A growth extends in place into a cached range right after the
  * block; else, when no cached range could take the whole block (a copy into
@@ -217,22 +296,24 @@ void *_hak_large_realloc(void *p, size_t n) {
   if (bytes < n || bytes > PTRDIFF_MAX) return NULL;
   hak_lock(&_hak_large_lock);
   struct large_entry *e = table_find((uintptr_t)p);
-  size_t old = e->bytes;
+  size_t old = e->bytes, dirty = e->dirty;
   void *q = p;
   int i;
   if (bytes < old) {
-    e->bytes = bytes;
-    cache_put((uintptr_t)p + bytes, old - bytes);
+    resize_in_place(e, bytes, max_size(min_size(dirty, bytes), n));
+    cache_put((uintptr_t)p + bytes, old - bytes, dirty > bytes ? dirty - bytes : 0);
   } else if (bytes > old && (i = cache_find_at((uintptr_t)p + old, bytes - old)) >= 0) {
-    cache_cut((unsigned)i, bytes - old);
-    e->bytes = bytes;
+    struct large_entry tail = cache_cut((unsigned)i, bytes - old);
+    resize_in_place(e, bytes, max_size(tail.dirty ? old + tail.dirty : dirty, n));
   } else if (bytes > old) {
     q = cache_best_fit(bytes, HAK_PAGE) < 0 ? _hak_os_remap(p, old, bytes) : NULL;
     if (q) {
       table_remove(e);
-      table_insert((uintptr_t)q, bytes);     /* cannot fail: a slot was just freed */
+      table_insert((uintptr_t)q, bytes, max_size(dirty, n));   /* cannot fail: a slot was just freed */
       _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)(bytes - old));
     }
+  } else {
+    e->dirty = max_size(dirty, n);
   }
   hak_unlock(&_hak_large_lock);
   if (!q) return NULL;

@@ -63,6 +63,12 @@ void *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes) {
   return q == MAP_FAILED ? NULL : q;
 }
 
+/* Moves the pages of [from, from + bytes) to to, over what was mapped there
+ * (page tables move; nothing is copied or faulted in). */
+bool _hak_os_move(void *from, size_t bytes, void *to) {
+  return mremap(from, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, to) != MAP_FAILED;
+}
+
 uint32_t _hak_os_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);

@@ -1,0 +1,147 @@
+/* Large blocks are reused without page faults: a block bigger than any
+ * cached range is made of the cached ranges' pages (moved, not faulted in
+ * again), a churn of big buffers of random sizes faults in few pages once
+ * the buffers are there, and calloc zeroes the reused pages but leaves the
+ * fresh ones untouched. Contents are checked everywhere: reused pages read
+ * as written, calloc'd ones as 0. The fault counts run in a child with a
+ * purge delay of a minute, so a slow machine cannot expire the cache in
+ * between. */
+#include "testing.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MiB ((size_t)1024 * 1024)
+#define PAGE 4096
+
+static long minflt(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+/* The first byte in [p, p + n) that is not c, or n. */
+static size_t first_not(const unsigned char *p, size_t n, unsigned char c) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != c) return i;
+  return n;
+}
+
+/* Two 8 MiB blocks freed with a live one between them (so they do not
+ * merge): a 16 MiB calloc is made of their pages, zeroed; a 24 MiB one of
+ * 16 MiB of theirs and 8 MiB of fresh pages that calloc does not touch. */
+static void test_gather(void) {
+  unsigned char *a = malloc(8 * MiB), *b = malloc(4 * MiB), *c = malloc(8 * MiB);
+  CHECK(a && b && c);
+  if (!a || !b || !c) return;
+  memset(a, 0xAB, 8 * MiB);
+  memset(b, 0x11, 4 * MiB);
+  memset(c, 0xCD, 8 * MiB);
+  free(a);
+  free(c);
+  long before = minflt();
+  unsigned char *d = calloc(1, 16 * MiB);
+  CHECK(d != NULL);
+  if (!d) return;
+  size_t bad = first_not(d, 16 * MiB, 0);
+  long faults = minflt() - before;
+  CHECKF(bad == 16 * MiB, "16 MiB calloc of reused pages: byte %zu is not 0", bad);
+  CHECKF(faults < 16 * (long)MiB / PAGE / 10, "16 MiB from two freed 8 MiB blocks: %ld page faults", faults);
+  memset(d, 0xEF, 16 * MiB);
+  free(d);
+
+  before = minflt();
+  unsigned char *e = calloc(1, 24 * MiB);
+  long calloc_faults = minflt() - before;
+  CHECK(e != NULL);
+  if (!e) return;
+  CHECKF(calloc_faults < 8 * (long)MiB / PAGE / 10, "calloc of 16 MiB reused + 8 MiB fresh: %ld page faults", calloc_faults);
+  bad = first_not(e, 24 * MiB, 0);
+  CHECKF(bad == 24 * MiB, "24 MiB calloc, partly reused: byte %zu is not 0", bad);
+  bad = first_not(b, 4 * MiB, 0x11);
+  CHECKF(bad == 4 * MiB, "the live block between them changed at byte %zu", bad);
+  free(e);
+  free(b);
+}
+
+/* A shrink leaves a dirty tail in the cache; calloc of it reads 0, and so
+ * does calloc of a block that was used only up to its requested size. */
+static void test_calloc_of_tails(void) {
+  unsigned char *p = malloc(8 * MiB);
+  CHECK(p != NULL);
+  if (!p) return;
+  memset(p, 0x5A, 8 * MiB);
+  unsigned char *q = realloc(p, 3 * MiB);
+  CHECK(q == p);
+  unsigned char *t = calloc(1, 5 * MiB);
+  CHECK(t != NULL);
+  if (t) CHECKF(first_not(t, 5 * MiB, 0) == 5 * MiB, "calloc of a shrunk block's tail is not 0");
+  CHECKF(first_not(q, 3 * MiB, 0x5A) == 3 * MiB, "the shrunk block lost its contents");
+  free(t);
+  free(q);
+
+  size_t odd = 3 * MiB + 1;                      /* the block is a page more than written */
+  unsigned char *r = malloc(odd);
+  CHECK(r != NULL);
+  if (!r) return;
+  memset(r, 0x77, odd);
+  free(r);
+  unsigned char *s = calloc(1, 3 * MiB + PAGE);
+  CHECK(s != NULL);
+  if (s) CHECKF(first_not(s, 3 * MiB + PAGE, 0) == 3 * MiB + PAGE, "calloc after a block of %zu bytes is not 0", odd);
+  free(s);
+}
+
+/* 4 buffers of 5 to 25 MiB replaced at random, each written whole: once
+ * they are there (and the cache has grown), fewer than one page in twenty
+ * written faults in. */
+static void test_churn(void) {
+  enum { SLOTS = 4, WARM = 20, ROUNDS = 80 };
+  unsigned char *slot[SLOTS];
+  size_t size[SLOTS];
+  uint64_t rng = 42;
+  for (int i = 0; i < SLOTS; i++) slot[i] = NULL, size[i] = 0;
+  long pages = 0, faults = 0;
+  for (int round = 0; round < SLOTS + ROUNDS; round++) {
+    int i = round < SLOTS ? round : (int)(rng % SLOTS);
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    size_t n = 5 * MiB + (size_t)(rng >> 33) % (20 * MiB);
+    if (slot[i]) {
+      CHECKF(slot[i][0] == (unsigned char)i && slot[i][size[i] - 1] == (unsigned char)i, "slot %d damaged", i);
+      free(slot[i]);
+    }
+    long before = minflt();
+    slot[i] = malloc(n);
+    CHECK(slot[i] != NULL);
+    if (!slot[i]) return;
+    memset(slot[i], i, n);
+    size[i] = n;
+    if (round >= SLOTS + WARM) { faults += minflt() - before; pages += (long)(n / PAGE); }
+  }
+  CHECKF(faults * 20 < pages, "churn: %ld page faults for %ld pages written", faults, pages);
+  for (int i = 0; i < SLOTS; i++) free(slot[i]);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "child") == 0) {
+    test_gather();
+    test_calloc_of_tails();
+    test_churn();
+    TEST_END();
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    char *args[] = { argv[0], "child", NULL };
+    setenv("HAKMEM_PURGE_DELAY_MS", "60000", 1);   /* the rest of the environment stays */
+    execv("/proc/self/exe", args);
+    _exit(99);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+  TEST_END();
+}
