@@ -3,8 +3,9 @@
  *
  * Every program prints one result line on stdout, key=value pairs separated
  * by spaces, always starting with
- *   bench=NAME ops_per_sec=N peak_rss_kb=N seconds=S ops=N threads=N
- * followed by the program's parameters. An "op" is one allocator call
+ *   bench=NAME ops_per_sec=N peak_rss_kb=N seconds=S ops=N threads=N minflt=N
+ * followed by the program's parameters (minflt: the process's minor page
+ * faults so far, from getrusage). An "op" is one allocator call
  * (malloc, free or realloc). Exit status: 0 success, 1 a memory check or an
  * allocation failed, 2 bad arguments. */
 #ifndef BENCH_COMMON_H
@@ -182,6 +183,14 @@ static inline long bench_peak_rss_kb(void) {
     return kb;
 }
 
+/* Minor page faults of the whole process so far (every thread, live or
+ * joined). */
+static inline long bench_minor_faults(void) {
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_minflt;
+}
+
 /* Runs fn(args + i * arg_size) in `count` threads. Each thread does its setup
  * and then waits on `start` (initialised here for count + 1 parties); the
  * clock runs from their common release until the last one has returned.
@@ -237,9 +246,10 @@ static inline void bench_usage_error(const char *message, const char *usage) {
 static inline void bench_report(const char *name, uint64_t ops, double seconds, unsigned threads,
                                 const char *params_fmt, ...) {
     va_list ap;
-    printf("bench=%s ops_per_sec=%.0f peak_rss_kb=%ld seconds=%.6f ops=%" PRIu64 " threads=%u ",
+    printf("bench=%s ops_per_sec=%.0f peak_rss_kb=%ld seconds=%.6f ops=%" PRIu64
+           " threads=%u minflt=%ld ",
            name, seconds > 0 ? (double)ops / seconds : 0.0, bench_peak_rss_kb(), seconds, ops,
-           threads);
+           threads, bench_minor_faults());
     va_start(ap, params_fmt);
     vprintf(params_fmt, ap);
     va_end(ap);
