@@ -1,4 +1,4 @@
-/* Shared helpers of the benchmark programs (header-only: each bench/NAME.c is
+/* Shared helpers of the benchmark programs (header-only, C and C++: each bench/NAME.c or .cc is
  * one program, built without hakmem and run under any allocator by LD_PRELOAD).
  *
  * Every program prints one result line on stdout, key=value pairs separated
@@ -55,6 +55,17 @@ static inline size_t bench_rng_size(bench_rng *rng, size_t lo, size_t hi) {
     return lo + (size_t)bench_rng_below(rng, (uint64_t)(hi - lo) + 1);
 }
 
+/* Log-uniform in [lo, hi] (1 <= lo <= hi): a power-of-two range picked
+ * uniformly, then a size uniform inside it, so small sizes are as common
+ * per doubling as large ones (each of 16-31 B, 32-63 B, ... 4-8 KiB gets
+ * the same share of 16 B-8 KiB). */
+static inline size_t bench_rng_log_size(bench_rng *rng, size_t lo, size_t hi) {
+    unsigned first = 63u - (unsigned)__builtin_clzll(lo), last = 63u - (unsigned)__builtin_clzll(hi);
+    unsigned bits = first + (unsigned)bench_rng_below(rng, last - first + 1);
+    size_t from = (size_t)1 << bits, to = bits >= 63 ? SIZE_MAX : ((size_t)2 << bits) - 1;
+    return bench_rng_size(rng, from < lo ? lo : from, to > hi ? hi : to);
+}
+
 /* ---- failing loudly ------------------------------------------------------- */
 
 static inline void bench_fail(const char *fmt, ...) {
@@ -80,7 +91,7 @@ static inline void *bench_malloc(size_t size) {
  * tag ^ 0xA5 in its last byte (of a block of two bytes or more), so each page
  * the block spans is touched. */
 static inline void bench_fill(void *block, size_t size, uint8_t tag) {
-    unsigned char *p = block;
+    unsigned char *p = (unsigned char *)block;
     size_t last = size - 1;
     for (size_t off = 0; off < last; off += BENCH_PAGE)
         p[off] = tag;
@@ -88,7 +99,7 @@ static inline void bench_fill(void *block, size_t size, uint8_t tag) {
 }
 
 static inline bool bench_check(const void *block, size_t size, uint8_t tag) {
-    const unsigned char *p = block;
+    const unsigned char *p = (const unsigned char *)block;
     size_t last = size - 1;
     for (size_t off = 0; off < last; off += BENCH_PAGE)
         if (p[off] != tag)
