@@ -1,6 +1,6 @@
 /* bench_size_shift [CYCLES [LIVE_MIB [TURNOVER [SEED]]]]
  *
- * A program whose size mix shifts: CYCLES times (default 20) it runs three
+ * A program whose size mix shifts: CYCLES times (default 40) it runs three
  * phases, each allocating blocks of log-uniform sizes in its own band:
  *   small   64 B-1 KiB,   medium   2-16 KiB,   large   100-500 KiB.
  * Live bytes stay near LIVE_MIB (default 32): while below it a phase
@@ -15,7 +15,7 @@
 #include "bench_common.h"
 
 #define USAGE \
-    "bench_size_shift [CYCLES [LIVE_MIB [TURNOVER [SEED]]]]  (defaults: 20, 32, 2, 42)"
+    "bench_size_shift [CYCLES [LIVE_MIB [TURNOVER [SEED]]]]  (defaults: 40, 32, 2, 42)"
 
 #define KIB ((size_t)1024)
 
@@ -85,7 +85,7 @@ static uint64_t run_phase(live_set *set, const phase *p, size_t live, size_t bud
 int main(int argc, char **argv) {
     if (argc > 5)
         bench_usage_error("expected 0 to 4 arguments", USAGE);
-    uint64_t cycles = argc > 1 ? bench_arg_u64(argv[1], "CYCLES", USAGE) : 20;
+    uint64_t cycles = argc > 1 ? bench_arg_u64(argv[1], "CYCLES", USAGE) : 40;
     uint64_t live_mib = argc > 2 ? bench_arg_u64(argv[2], "LIVE_MIB", USAGE) : 32;
     uint64_t turnover = argc > 3 ? bench_arg_u64(argv[3], "TURNOVER", USAGE) : 2;
     uint64_t seed = argc > 4 ? bench_arg_u64(argv[4], "SEED", USAGE) : 42;
