@@ -60,7 +60,8 @@ static inline size_t bench_rng_size(bench_rng *rng, size_t lo, size_t hi) {
  * per doubling as large ones (each of 16-31 B, 32-63 B, ... 4-8 KiB gets
  * the same share of 16 B-8 KiB). */
 static inline size_t bench_rng_log_size(bench_rng *rng, size_t lo, size_t hi) {
-    unsigned first = 63u - (unsigned)__builtin_clzll(lo), last = 63u - (unsigned)__builtin_clzll(hi);
+    unsigned first = 63u - (unsigned)__builtin_clzll(lo);
+    unsigned last = 63u - (unsigned)__builtin_clzll(hi);
     unsigned bits = first + (unsigned)bench_rng_below(rng, last - first + 1);
     size_t from = (size_t)1 << bits, to = bits >= 63 ? SIZE_MAX : ((size_t)2 << bits) - 1;
     return bench_rng_size(rng, from < lo ? lo : from, to > hi ? hi : to);
