@@ -7,8 +7,9 @@
  * allocates a block of its mix, otherwise it frees a live block picked at
  * random, whatever phase made it, so each phase slowly replaces the last
  * one's blocks and the live mix moves from band to band. A phase ends after
- * allocating TURNOVER (default 2) times LIVE_MIB. Every block gets a tag byte on each page, checked when it is
- * freed. The memory a class frees must serve the next phase's classes:
+ * allocating TURNOVER (default 2) times LIVE_MIB. Every block gets a tag
+ * byte on each page, checked when it is freed. The memory a class frees
+ * must serve the next phase's classes:
  * an allocator that keeps it per class pays in peak RSS, one that returns
  * it and faults fresh pages pays in minor faults (minflt=N). Ops: malloc and
  * free calls. */
