@@ -132,10 +132,15 @@ test-sanitizers:
 # Benchmark programs never link hakmem: the allocator is chosen by LD_PRELOAD.
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
-benches: $(BENCH_BINS)
+BENCH_CXX_SRCS := $(wildcard bench/*.cc)
+BENCH_CXX_BINS := $(BENCH_CXX_SRCS:bench/%.cc=$(BUILD)/bench/%)
+benches: $(BENCH_BINS) $(BENCH_CXX_BINS)
 $(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fno-builtin-malloc -fno-builtin-free $< -o $@ -lpthread -lm
+$(BUILD)/bench/%: bench/%.cc $(wildcard bench/*.h)
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fno-builtin-malloc -fno-builtin-free $< -o $@ -lpthread -lm
 
 # Both suites (bench/ programs and the program suite), then instructions per malloc+free pair.
 bench: lib benches

@@ -1,10 +1,11 @@
-/* Shared helpers of the benchmark programs (header-only: each bench/NAME.c is
+/* Shared helpers of the benchmark programs (header-only, C and C++: each bench/NAME.c or .cc is
  * one program, built without hakmem and run under any allocator by LD_PRELOAD).
  *
  * Every program prints one result line on stdout, key=value pairs separated
  * by spaces, always starting with
- *   bench=NAME ops_per_sec=N peak_rss_kb=N seconds=S ops=N threads=N
- * followed by the program's parameters. An "op" is one allocator call
+ *   bench=NAME ops_per_sec=N peak_rss_kb=N seconds=S ops=N threads=N minflt=N
+ * followed by the program's parameters (minflt: the process's minor page
+ * faults so far, from getrusage). An "op" is one allocator call
  * (malloc, free or realloc). Exit status: 0 success, 1 a memory check or an
  * allocation failed, 2 bad arguments. */
 #ifndef BENCH_COMMON_H
@@ -54,6 +55,18 @@ static inline size_t bench_rng_size(bench_rng *rng, size_t lo, size_t hi) {
     return lo + (size_t)bench_rng_below(rng, (uint64_t)(hi - lo) + 1);
 }
 
+/* Log-uniform in [lo, hi] (1 <= lo <= hi): a power-of-two range picked
+ * uniformly, then a size uniform inside it, so small sizes are as common
+ * per doubling as large ones (each of 16-31 B, 32-63 B, ... 4-8 KiB gets
+ * the same share of 16 B-8 KiB). */
+static inline size_t bench_rng_log_size(bench_rng *rng, size_t lo, size_t hi) {
+    unsigned first = 63u - (unsigned)__builtin_clzll(lo);
+    unsigned last = 63u - (unsigned)__builtin_clzll(hi);
+    unsigned bits = first + (unsigned)bench_rng_below(rng, last - first + 1);
+    size_t from = (size_t)1 << bits, to = bits >= 63 ? SIZE_MAX : ((size_t)2 << bits) - 1;
+    return bench_rng_size(rng, from < lo ? lo : from, to > hi ? hi : to);
+}
+
 /* ---- failing loudly ------------------------------------------------------- */
 
 static inline void bench_fail(const char *fmt, ...) {
@@ -79,7 +92,7 @@ static inline void *bench_malloc(size_t size) {
  * tag ^ 0xA5 in its last byte (of a block of two bytes or more), so each page
  * the block spans is touched. */
 static inline void bench_fill(void *block, size_t size, uint8_t tag) {
-    unsigned char *p = block;
+    unsigned char *p = (unsigned char *)block;
     size_t last = size - 1;
     for (size_t off = 0; off < last; off += BENCH_PAGE)
         p[off] = tag;
@@ -87,7 +100,7 @@ static inline void bench_fill(void *block, size_t size, uint8_t tag) {
 }
 
 static inline bool bench_check(const void *block, size_t size, uint8_t tag) {
-    const unsigned char *p = block;
+    const unsigned char *p = (const unsigned char *)block;
     size_t last = size - 1;
     for (size_t off = 0; off < last; off += BENCH_PAGE)
         if (p[off] != tag)
@@ -182,6 +195,14 @@ static inline long bench_peak_rss_kb(void) {
     return kb;
 }
 
+/* Minor page faults of the whole process so far (every thread, live or
+ * joined). */
+static inline long bench_minor_faults(void) {
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_minflt;
+}
+
 /* Runs fn(args + i * arg_size) in `count` threads. Each thread does its setup
  * and then waits on `start` (initialised here for count + 1 parties); the
  * clock runs from their common release until the last one has returned.
@@ -237,9 +258,10 @@ static inline void bench_usage_error(const char *message, const char *usage) {
 static inline void bench_report(const char *name, uint64_t ops, double seconds, unsigned threads,
                                 const char *params_fmt, ...) {
     va_list ap;
-    printf("bench=%s ops_per_sec=%.0f peak_rss_kb=%ld seconds=%.6f ops=%" PRIu64 " threads=%u ",
+    printf("bench=%s ops_per_sec=%.0f peak_rss_kb=%ld seconds=%.6f ops=%" PRIu64
+           " threads=%u minflt=%ld ",
            name, seconds > 0 ? (double)ops / seconds : 0.0, bench_peak_rss_kb(), seconds, ops,
-           threads);
+           threads, bench_minor_faults());
     va_start(ap, params_fmt);
     vprintf(params_fmt, ap);
     va_end(ap);
