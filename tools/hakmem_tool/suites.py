@@ -18,8 +18,8 @@ class Benchmark:
     about: str
 
 
-# Iteration counts keep the default bench/ suite (5 allocators, 5 runs) near 4 minutes on
-# a 2-core machine; see docs/benchmarks.md.
+# Iteration counts keep each run near 1-2 s under glibc on a 2-core machine, so the default
+# bench/ suite (5 allocators, 5 runs) takes about 10 minutes; see docs/benchmarks.md.
 SUITE = [
     Benchmark("random_mixed", "bench_random_mixed", ["40000000", "400"], ["2000000", "400"],
               "1 thread, random malloc/free over 400 slots, 16-1040 B"),
@@ -46,6 +46,32 @@ SUITE = [
     Benchmark("prodcons", "bench_allocators", ["--scenario", "prodcons", "--iterations", "5000000"],
               ["--scenario", "prodcons", "--iterations", "250000"],
               "producer thread allocates, consumer thread frees (cross-thread)"),
+    # Published benchmarks' shapes, written from their descriptions.
+    Benchmark("large_churn", "bench_large_churn", ["1000"], ["100"],
+              "4 live buffers of 5-25 MiB replaced at random, new char[n]() zero-filled"),
+    Benchmark("ring_2t", "bench_ring", ["2", "40000"], ["2", "3000"],
+              "2 threads in a ring hand batches of 256 blocks of 16 B-8 KiB to the next"),
+    Benchmark("ring_8t", "bench_ring", ["8", "8000"], ["8", "600"],
+              "8 threads in a ring (oversubscribed), every free cross-thread"),
+    Benchmark("cache_thrash_2t", "bench_false_sharing", ["thrash", "2", "10000"],
+              ["thrash", "2", "1000"],
+              "Berger et al.'s cache-thrash: each thread allocates 8 B, writes it, frees it"),
+    Benchmark("cache_scratch_2t", "bench_false_sharing", ["scratch", "2", "10000"],
+              ["scratch", "2", "1000"],
+              "cache-scratch: threads free blocks allocated side by side, then write their own"),
+    Benchmark("batch_4t", "bench_batch", ["4", "1500"], ["4", "150"],
+              "sh8bench's shape: batches of 4000 blocks of 1-1000 B, 20% freed by the next thread"),
+    Benchmark("oversubscribed_2t", "bench_oversubscribed", ["2", "4", "1000000"],
+              ["2", "4", "100000"],
+              "2 allocating threads (half 40 KiB-4 MiB: locked paths) beside 4 spinning threads"),
+    Benchmark("oversubscribed_8t", "bench_oversubscribed", ["8", "4", "400000"],
+              ["8", "4", "40000"], "8 allocating threads beside 4 spinning threads on 2 cores"),
+    Benchmark("size_shift", "bench_size_shift", ["40"], ["4"],
+              "phases of 64 B-1 KiB, 2-16 KiB, 100-500 KiB at 32 MiB live"),
+    Benchmark("threads_100", "bench_threads", ["100", "20", "2000"], ["100", "5", "200"],
+              "100 threads alive at once, each allocating and freeing 20 rounds, then replaced"),
+    Benchmark("threads_1000", "bench_threads", ["1000", "20", "2000"], ["1000", "2", "1000"],
+              "1,000 threads alive at once, each allocating and freeing 20 rounds, then replaced"),
 ]
 
 
