@@ -7,7 +7,7 @@
 #   make L2_RING=128 L25_RING=16  per-pool ring capacities (build maximums)
 #   make FAST_STATS=1    count fast-path hits too (on in DEBUG builds)
 #   make install PREFIX=/usr/local   (with the CMake config and the man page; DESTDIR too)
-#   make deb             Debian package build-deb/hakmem_VERSION_ARCH.deb (dpkg-deb)
+#   make deb             Debian package build-deb/hakmem_VERSION_ARCH.deb (dpkg-deb; DEB_DIR=...)
 #   make test-aarch64    cross-build into build-aarch64/ and run the tests under qemu-user
 
 CC       ?= cc
@@ -186,16 +186,17 @@ install: lib
 
 # A Debian package from a staged tree (make install DESTDIR=... PREFIX=/usr).
 DEB_ARCH  ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
-DEB_STAGE := build-deb/stage
+DEB_DIR   ?= build-deb
+DEB_STAGE := $(DEB_DIR)/stage
 deb:
 	rm -rf $(DEB_STAGE)
-	@$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(DEB_STAGE) PREFIX=/usr
+	@$(MAKE) --no-print-directory install DESTDIR=$(abspath $(DEB_STAGE)) PREFIX=/usr
 	install -d $(DEB_STAGE)/DEBIAN $(DEB_STAGE)/usr/share/doc/hakmem
 	install -m 644 README.md $(DEB_STAGE)/usr/share/doc/hakmem/
 	install -m 644 packaging/triggers $(DEB_STAGE)/DEBIAN/triggers
 	$(SUBST) -e 's|@ARCH@|$(DEB_ARCH)|' -e "s|@SIZE@|$$(du -sk --exclude=DEBIAN $(DEB_STAGE) | cut -f1)|" \
 	  packaging/control.in > $(DEB_STAGE)/DEBIAN/control
-	dpkg-deb --root-owner-group --build $(DEB_STAGE) build-deb/hakmem_$(VERSION)_$(DEB_ARCH).deb
+	dpkg-deb --root-owner-group --build $(DEB_STAGE) $(DEB_DIR)/hakmem_$(VERSION)_$(DEB_ARCH).deb
 
 clean:
 	rm -rf build build-debug build-ubsan build-tsan build-aarch64 build-deb
