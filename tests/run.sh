@@ -22,6 +22,7 @@ emulator_gap() {
     test_addrlimit) echo "RLIMIT_AS also limits qemu's own reservations: the children are killed" ;;
     test_churn) echo "VmRSS counts qemu's own memory for the 5,000 threads it emulated" ;;
     test_misuse) echo "qemu-user adds its own line to the expected one-line abort message" ;;
+    test_ab_decision.py) echo "host Python statistics only: no aarch64 code in it" ;;
     *.sh|*.py) echo "script tests run the build's programs directly and link with the host cc" ;;
   esac
 }
