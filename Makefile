@@ -6,7 +6,9 @@
 #   make SAN=undefined   UBSan build (build-ubsan/); SAN=thread: TSan, hak_ API only (build-tsan/)
 #   make L2_RING=128 L25_RING=16  per-pool ring capacities (build maximums)
 #   make FAST_STATS=1    count fast-path hits too (on in DEBUG builds)
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   (with the CMake config and the man page; DESTDIR too)
+#   make deb             Debian package build-deb/hakmem_VERSION_ARCH.deb (dpkg-deb; DEB_DIR=...)
+#   make test-aarch64    cross-build into build-aarch64/ and run the tests under qemu-user
 
 CC       ?= cc
 CXX      ?= c++
@@ -16,6 +18,8 @@ SAN      ?=
 FAST_STATS ?= $(DEBUG)
 L2_RING  ?= 128
 L25_RING ?= 16
+VERSION   := 0.1.0
+SOVERSION := 0
 
 ifeq ($(SAN),)
   ifeq ($(DEBUG),1)
@@ -60,7 +64,7 @@ LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 SO_OBJS  := $(LIB_SRCS:src/%.c=$(BUILD)/obj-so/%.o)
 LIB_HDRS := include/hakmem.h $(wildcard src/*.h)
 
-.PHONY: all lib test test-sanitizers bench install clean tests benches
+.PHONY: all lib test test-sanitizers test-aarch64 bench install deb clean tests benches
 all: lib
 lib: $(BUILD)/libhakmem.so $(BUILD)/libhakmem.a
 
@@ -72,7 +76,8 @@ $(BUILD)/obj-so/%.o: src/%.c $(LIB_HDRS) Makefile
 	$(CC) $(CFLAGS_LIB) -DHAK_SHARED_LIB=1 -c $< -o $@
 
 $(BUILD)/libhakmem.so: $(SO_OBJS)
-	$(CC) -shared -o $@ $(SO_OBJS) $(SANFLAGS) -Wl,-z,nodelete -lpthread
+	$(CC) -shared -o $@ $(SO_OBJS) $(SANFLAGS) -Wl,-z,nodelete -Wl,-soname,libhakmem.so.$(SOVERSION) -lpthread
+	ln -sf libhakmem.so $(BUILD)/libhakmem.so.$(SOVERSION)
 $(BUILD)/libhakmem.a: $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $(LIB_OBJS)
@@ -128,6 +133,15 @@ test-sanitizers:
 	@$(MAKE) --no-print-directory SAN=thread lib $(patsubst tests/%.c,build-tsan/tests/%,$(wildcard tests/test_hakapi_*.c))
 	@sh tests/run.sh build-tsan
 
+# aarch64 under qemu-user (Debian: gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
+# qemu-user libc6-dev-arm64-cross): tests/run.sh names and skips what qemu cannot run.
+AARCH64_CC   ?= aarch64-linux-gnu-gcc
+AARCH64_CXX  ?= aarch64-linux-gnu-g++
+AARCH64_QEMU ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
+test-aarch64:
+	@$(MAKE) --no-print-directory CC=$(AARCH64_CC) CXX=$(AARCH64_CXX) BUILD=build-aarch64 tests
+	@HAK_TEST_EMULATOR='$(AARCH64_QEMU)' sh tests/run.sh build-aarch64
+
 # ---- benchmarks -----------------------------------------------------------
 # Benchmark programs never link hakmem: the allocator is chosen by LD_PRELOAD.
 BENCH_SRCS := $(wildcard bench/*.c)
@@ -148,15 +162,41 @@ bench: lib benches
 	  python3 tools/hakmem pairs --build $(BUILD) || status=$$?; exit $$status
 
 # ---- install ----------------------------------------------------------------
+# PREFIX/lib: libhakmem.so.VERSION with the SONAME libhakmem.so.SOVERSION and both
+# links, libhakmem.a; include/hakmem.h; pkg-config and CMake (lib/cmake/hakmem)
+# files; bin/hakmem with its package in lib/hakmem/; share/man/man1/hakmem.1.gz.
+LIBDIR := $(DESTDIR)$(PREFIX)/lib
+CMAKEDIR := $(LIBDIR)/cmake/hakmem
+SUBST := sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@SOVERSION@|$(SOVERSION)|'
 install: lib
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/lib/hakmem/hakmem_tool
-	install -m 644 $(BUILD)/libhakmem.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/libhakmem.so $(DESTDIR)$(PREFIX)/lib/
+	install -d $(LIBDIR)/pkgconfig $(LIBDIR)/hakmem/hakmem_tool $(CMAKEDIR) \
+	  $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 $(BUILD)/libhakmem.a $(LIBDIR)/
+	install -m 755 $(BUILD)/libhakmem.so $(LIBDIR)/libhakmem.so.$(VERSION)
+	ln -sf libhakmem.so.$(VERSION) $(LIBDIR)/libhakmem.so.$(SOVERSION)
+	ln -sf libhakmem.so.$(SOVERSION) $(LIBDIR)/libhakmem.so
 	install -m 644 include/hakmem.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 tools/hakmem $(DESTDIR)$(PREFIX)/bin/hakmem
-	install -m 644 tools/hakmem_tool/*.py $(DESTDIR)$(PREFIX)/lib/hakmem/hakmem_tool/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' hakmem.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hakmem.pc
+	install -m 644 tools/hakmem_tool/*.py $(LIBDIR)/hakmem/hakmem_tool/
+	$(SUBST) hakmem.pc.in > $(LIBDIR)/pkgconfig/hakmem.pc
+	$(SUBST) packaging/hakmemConfig.cmake.in > $(CMAKEDIR)/hakmemConfig.cmake
+	$(SUBST) packaging/hakmemConfigVersion.cmake.in > $(CMAKEDIR)/hakmemConfigVersion.cmake
+	gzip -9n < packaging/hakmem.1 > $(DESTDIR)$(PREFIX)/share/man/man1/hakmem.1.gz
+	chmod 644 $(DESTDIR)$(PREFIX)/share/man/man1/hakmem.1.gz
+
+# A Debian package from a staged tree (make install DESTDIR=... PREFIX=/usr).
+DEB_ARCH  ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+DEB_DIR   ?= build-deb
+DEB_STAGE := $(DEB_DIR)/stage
+deb:
+	rm -rf $(DEB_STAGE)
+	@$(MAKE) --no-print-directory install DESTDIR=$(abspath $(DEB_STAGE)) PREFIX=/usr
+	install -d $(DEB_STAGE)/DEBIAN $(DEB_STAGE)/usr/share/doc/hakmem
+	install -m 644 README.md $(DEB_STAGE)/usr/share/doc/hakmem/
+	install -m 644 packaging/triggers $(DEB_STAGE)/DEBIAN/triggers
+	$(SUBST) -e 's|@ARCH@|$(DEB_ARCH)|' -e "s|@SIZE@|$$(du -sk --exclude=DEBIAN $(DEB_STAGE) | cut -f1)|" \
+	  packaging/control.in > $(DEB_STAGE)/DEBIAN/control
+	dpkg-deb --root-owner-group --build $(DEB_STAGE) $(DEB_DIR)/hakmem_$(VERSION)_$(DEB_ARCH).deb
 
 clean:
-	rm -rf build build-debug build-ubsan build-tsan
+	rm -rf build build-debug build-ubsan build-tsan build-aarch64 build-deb
