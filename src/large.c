@@ -221,7 +221,7 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   if (align < HAK_PAGE) align = HAK_PAGE;
   size_t bytes = n ? (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1) : HAK_PAGE;
   if (bytes < n || bytes > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-  struct large_entry e, parts[HAK_LARGE_CACHE_SLOTS];
+  struct large_entry e = { 0, 0, 0, 0 }, parts[HAK_LARGE_CACHE_SLOTS];
   unsigned nparts = 0;
   hak_lock(&_hak_large_lock);
   int i = cache_best_fit(bytes, align);
