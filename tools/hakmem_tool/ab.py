@@ -242,7 +242,8 @@ def perf_lines(perf):
 def shown_target(report):
     command = f"`{shlex.join(report['command'])}`"
     if report.get("program"):
-        return f"program {report['program']} of the suite ({command} under glibc)"
+        return (f"program {report['program']} of the suite ({command} as run without a "
+                f"preload; each side runs it under its own library)")
     return command
 
 
