@@ -29,6 +29,9 @@
  *   guard.c     bad pointers: diagnostics, foreign (C library) pointers
  *   api.c       the hak_ API and the slow paths of malloc and free
  *   override.c  the standard names (malloc, free, operator new, ...)
+ *   prim.h      the fast path's accesses that depend on the architecture and
+ *               the C library (thread list heads, credits, the TCB word): the
+ *               x86-64 glibc form and its portable C twin, one contract
  *
  * Who owns each mechanism: SuperSlab superslab.c (mapped by region.c);
  * ownership map region.c; thread front front.c (fast paths below); warm
