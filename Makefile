@@ -6,6 +6,7 @@
 #   make SAN=undefined   UBSan build (build-ubsan/); SAN=thread: TSan, hak_ API only (build-tsan/)
 #   make L2_RING=128 L25_RING=16  per-pool ring capacities (build maximums)
 #   make FAST_STATS=1    count fast-path hits too (on in DEBUG builds)
+#   make PORTABLE=1      the fast path's portable C twin instead of the x86-64 glibc form (src/prim.h; build-portable/)
 #   make install PREFIX=/usr/local   (with the CMake config and the man page; DESTDIR too)
 #   make deb             Debian package build-deb/hakmem_VERSION_ARCH.deb (dpkg-deb; DEB_DIR=...)
 #   make test-aarch64    cross-build into build-aarch64/ and run the tests under qemu-user
@@ -18,14 +19,16 @@ SAN      ?=
 FAST_STATS ?= $(DEBUG)
 L2_RING  ?= 128
 L25_RING ?= 16
+PORTABLE ?= 0
+PORT_SUFFIX := $(if $(filter 1,$(PORTABLE)),-portable)
 VERSION   := 0.1.0
 SOVERSION := 0
 
 ifeq ($(SAN),)
   ifeq ($(DEBUG),1)
-    BUILD ?= build-debug
+    BUILD ?= build-debug$(PORT_SUFFIX)
   else
-    BUILD ?= build
+    BUILD ?= build$(PORT_SUFFIX)
   endif
 else
   BUILD ?= build-$(SAN:undefined=ubsan)
@@ -51,7 +54,7 @@ CFLAGS_LIB := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) -fvisibility=hidden
   -ftls-model=initial-exec -fno-semantic-interposition -fno-strict-aliasing \
   -fno-stack-protector -fno-plt -fexceptions -fno-tree-slp-vectorize -Iinclude -Isrc $(SANFLAGS) \
   -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) \
-  -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_OVERRIDE=$(OVERRIDE)
+  -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_OVERRIDE=$(OVERRIDE) -DHAK_PORTABLE=$(PORTABLE)
 LIB_SRCS := src/lock.c src/os.c src/class.c src/region.c src/superslab.c src/slab.c src/refill.c \
   src/front.c src/span.c src/large.c src/purge.c src/thread.c src/options.c src/stats.c \
   src/guard.c src/api.c
@@ -85,7 +88,7 @@ $(BUILD)/libhakmem.a: $(LIB_OBJS)
 # ---- tests --------------------------------------------------------------
 # Tests that look inside (test_hakapi_*) see the library's build settings.
 CFLAGS_TEST := -std=gnu11 -D_GNU_SOURCE -O1 -g $(WARN) -Wno-missing-prototypes -Iinclude -Isrc $(SANFLAGS) \
-  -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_DEBUG=$(DEBUG) \
+  -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_DEBUG=$(DEBUG) -DHAK_PORTABLE=$(PORTABLE) \
   -fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc -fno-builtin-realloc
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
@@ -123,7 +126,7 @@ test: tests
 	@sh tests/run.sh $(BUILD)
 ifeq ($(DEBUG)$(SAN),0)
 	@$(MAKE) --no-print-directory DEBUG=1 tests
-	@sh tests/run.sh build-debug
+	@sh tests/run.sh build-debug$(PORT_SUFFIX)
 endif
 
 # UBSan on the library and every test; TSan on the multi-threaded hak_ API tests.
@@ -199,4 +202,5 @@ deb:
 	dpkg-deb --root-owner-group --build $(DEB_STAGE) $(DEB_DIR)/hakmem_$(VERSION)_$(DEB_ARCH).deb
 
 clean:
-	rm -rf build build-debug build-ubsan build-tsan build-aarch64 build-deb
+	rm -rf build build-debug build-ubsan build-tsan build-aarch64 build-deb build-portable \
+	  build-debug-portable

@@ -92,19 +92,18 @@ static void front_of_size_fill(size_t n) {
   unsigned c = 0;
   for (size_t m = first; m <= last; m++) {
     while (_hak_classes[c].size < m) c++;
-    __atomic_store_n(&_hak_class_front_of_size[m], hak_size_entry(HAK_FRONT(c)), __ATOMIC_RELAXED);
+    __atomic_store_n(&_hak_class_front_of_size[m], hak_prim_entry(HAK_FRONT(c)), __ATOMIC_RELAXED);
   }
 }
 
-/* Where entry 0 would not read an empty list (the TCB word is not 0: a C
- * library that uses it), the whole table is written now, once. */
+/* Where entry 0 would not read an empty list (prim.h: in the x86-64 glibc
+ * form, the TCB word is not 0, a C library that uses it), the whole table is
+ * written now, once. */
 void _hak_class_table_init(void) {
-#if HAK_TLS_ASM
-  if (hak_tcb_zero_word() == 0) return;
+  if (hak_prim_head(0) == NULL) return;
   size_t per_page = HAK_PAGE / sizeof _hak_class_front_of_size[0];
   for (size_t n = 0; n <= HAK_TABLE_MAX; n += per_page) front_of_size_fill(n);
   size_table_whole = true;
-#endif
 }
 
 /* malloc_trim: the table's pages go back to the OS and read 0 again (a
@@ -130,7 +129,7 @@ unsigned _hak_class_of_size(size_t n) {
     while (_hak_classes[c].size < n) c++;
     return c;
   }
-  return hak_entry_front(e) - 1;
+  return hak_prim_front(e) - 1;
 }
 
 /* The smallest class whose blocks hold n bytes and all start at a multiple

@@ -29,6 +29,9 @@
  *   guard.c     bad pointers: diagnostics, foreign (C library) pointers
  *   api.c       the hak_ API and the slow paths of malloc and free
  *   override.c  the standard names (malloc, free, operator new, ...)
+ *   prim.h      the fast path's accesses that depend on the architecture and
+ *               the C library (thread list heads, credits, the TCB word): the
+ *               x86-64 glibc form and its portable C twin, one contract
  *
  * Who owns each mechanism: SuperSlab superslab.c (mapped by region.c);
  * ownership map region.c; thread front front.c (fast paths below); warm
@@ -116,39 +119,14 @@ struct hak_class {
   uint8_t  tier;          /* enum hak_tier                                     */
 };
 extern struct hak_class _hak_classes[HAK_NCLS];
-/* The thread front's accesses of the two inline paths, written for x86-64 by
- * hand where GCC 12 spends one more instruction each (a register move; an
- * address computed apart from the access; the TLS base malloc would load);
- * C elsewhere and under ThreadSanitizer. */
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-#define HAK_TLS_ASM 1
-#else
-#define HAK_TLS_ASM 0
-#endif
 /* Thread fronts are indexed by front slot: class + 1. Slot 0 holds no
  * blocks, ever: its list is empty and it has no credit. */
 #define HAK_FRONT(c)     ((c) + 1)
 #define HAK_NFRONT       (HAK_NCLS + 1)
-/* The list of every size n up to HAK_TABLE_MAX (every class size), indexed
- * by n itself: the sizes the inline malloc serves. An entry is
- * hak_size_entry(f), f the size's front slot; 0 until the slow path writes
- * the table's page that holds n (_hak_class_of_size), and entry 0 reads an
- * empty list, so the inline malloc of a size not seen before takes the slow
- * path; only the pages of sizes a program uses become resident. */
+/* The sizes the inline malloc serves: every n up to HAK_TABLE_MAX (every
+ * class size); the size table (_hak_class_front_of_size, after the thread
+ * front below) names the list of each. */
 #define HAK_TABLE_MAX    HAK_MID_MAX
-#if HAK_TLS_ASM
-/* x86-64: the %fs offset of the list's head less HAK_TCB_ZERO, so that
- * malloc needs no TLS base: %fs:HAK_TCB_ZERO(entry) is the head. Entry 0
- * reads %fs:HAK_TCB_ZERO, a word of glibc's thread control block that reads
- * 0 in every thread (tcbhead_t's __glibc_unused2, kept for its size and never
- * written); _hak_class_table_init checks that and writes the whole table
- * at once where it does not. */
-#define HAK_TCB_ZERO     0x80
-typedef int32_t hak_size_entry_t;
-#else
-typedef uint8_t hak_size_entry_t;      /* the front slot itself */
-#endif
-extern hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_MAX + 1];
 /* Blocks of 4 KiB and more get HAK_COLOR_PAD bytes more than their class's
  * round size (class.c says why). */
 #ifndef HAK_COLOR_PAD
@@ -495,26 +473,18 @@ extern __thread struct hak_tls _hak_thread_tls __attribute__((tls_model("initial
  * glibc keeps spare for that (test_foreign.sh does it). */
 _Static_assert(sizeof(struct hak_tls) <= 1024, "keep the thread front's TLS small");
 
-/* Table entries (hak_size_entry_t) from front slots and back. */
-#if HAK_TLS_ASM
-HAK_FAST hak_size_entry_t hak_size_entry(unsigned f) {
-  uintptr_t tp;
-  __asm__("movq %%fs:0, %0" : "=r"(tp));      /* the thread pointer: %fs:0 holds it */
-  return (hak_size_entry_t)((uintptr_t)&_hak_thread_tls.head[f] - tp - HAK_TCB_ZERO);
-}
-HAK_FAST unsigned hak_entry_front(intptr_t e) {
-  return (unsigned)((e - hak_size_entry(0)) / (intptr_t)sizeof(void *));
-}
-/* The TCB word that entry 0 reads (_hak_class_table_init checks it). */
-static inline uint64_t hak_tcb_zero_word(void) {
-  uint64_t w;
-  __asm__ volatile("movq %%fs:%c1, %0" : "=r"(w) : "i"(HAK_TCB_ZERO));
-  return w;
-}
-#else
-HAK_FAST hak_size_entry_t hak_size_entry(unsigned f) { return (hak_size_entry_t)f; }
-HAK_FAST unsigned hak_entry_front(intptr_t e) { return (unsigned)e; }
-#endif
+/* The thread front's accesses that depend on the architecture and the C
+ * library (the x86-64 glibc form and its portable twin): the contract is
+ * written at the top of prim.h. */
+#include "prim.h"
+
+/* The size table: the list of every size n up to HAK_TABLE_MAX, indexed by
+ * n itself. An entry is hak_prim_entry(f), f the size's front slot; 0 until
+ * the slow path writes the table's page that holds n (_hak_class_of_size),
+ * and entry 0 reads an empty list, so the inline malloc of a size not seen
+ * before takes the slow path; only the pages of sizes a program uses become
+ * resident. */
+extern hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_MAX + 1];
 
 #define HAK_WARM_MAX 32                /* build maximum of the warm pool cap    */
 #define HAK_ONE_WAY_CAP 64u            /* blocks a list used one way may hold   */
@@ -780,55 +750,18 @@ static inline int hak_block_class(const void *p) {
  * when the list has credit, taking one; false when it has none (its credit
  * is -1 then, and the slow path puts it back to 0). */
 HAK_FAST bool hak_home_push(uintptr_t s, void **b) {
-#if HAK_TLS_ASM
-  void *tp, *old;
-  __asm__ goto("movq _hak_thread_tls@gottpoff(%%rip), %[tp]\n\t"
-               "subq $1, %%fs:%c[credit](%[tp],%[s],8)\n\t"
-               "js %l[none]\n\t"
-               "movq %%fs:%c[head](%[tp],%[s],8), %[old]\n\t"
-               "movq %[b], %%fs:%c[head](%[tp],%[s],8)"
-               : [tp] "=&r"(tp), [old] "=&r"(old)
-               : [s] "r"(s), [b] "r"(b),
-                 [credit] "i"((long)offsetof(struct hak_tls, credit) - 8L * HAK_HOME_BASE),
-                 [head] "i"((long)offsetof(struct hak_tls, head) - 8L * HAK_HOME_BASE)
-               : "cc", "memory" : none);
-  (void)tp;
-  b[0] = old;
-  return true;
-none:
-  return false;
-#else
-  uintptr_t f = s - HAK_HOME_BASE;
-  if (--_hak_thread_tls.credit[f] < 0) return false;
-  b[0] = _hak_thread_tls.head[f];
-  _hak_thread_tls.head[f] = b;
-  return true;
-#endif
+  return hak_prim_home_push(s, b);
 }
 
 /* Pops the thread front's list whose table entry is e (hak_size_entry_t);
  * NULL when it is empty. */
 HAK_FAST void *hak_list_pop(intptr_t e) {
-#if HAK_TLS_ASM
-  void **b;
-  __asm__ volatile("movq %%fs:%c[z](%[e]), %[b]" : [b] "=a"(b) : [e] "r"(e), [z] "i"(HAK_TCB_ZERO) : "memory");
+  void **b = hak_prim_head(e);
   if (HAK_LIKELY(b != NULL)) {
-    __asm__ volatile("movq %[next], %%fs:%c[z](%[e])\n\t"
-            "addq $1, %%fs:%c[credit](%[e])"
-            :
-            : [e] "r"(e), [next] "r"(b[0]), [z] "i"(HAK_TCB_ZERO),
-              [credit] "i"(HAK_TCB_ZERO + (long)offsetof(struct hak_tls, credit) - (long)offsetof(struct hak_tls, head))
-            : "cc", "memory");
-#else
-  uintptr_t f = (uintptr_t)e;
-  void **b = (void **)_hak_thread_tls.head[f];
-  if (HAK_LIKELY(b != NULL)) {
-    _hak_thread_tls.head[f] = b[0];
-    _hak_thread_tls.credit[f]++;
-#endif
+    hak_prim_unlink(e, b[0]);
     b[1] = NULL;                              /* not free any more */
 #if HAK_FAST_STATS
-    _hak_thread_tls.heap->stats.hits[hak_entry_front(e) - 1]++;   /* a list holds blocks only once the heap exists */
+    _hak_thread_tls.heap->stats.hits[hak_prim_front(e) - 1]++;   /* a list holds blocks only once the heap exists */
 #endif
   }
   return b;
@@ -836,7 +769,7 @@ HAK_FAST void *hak_list_pop(intptr_t e) {
 
 /* HAK_FAST malloc: pop the thread front's list of the class. One branch
  * besides the size test (a size whose table entry is not written yet finds
- * an empty list: the TCB word on x86-64, slot 0 elsewhere); everything else
+ * an empty list: the TCB word in the x86-64 glibc form, slot 0 in the portable twin); everything else
  * is _hak_api_malloc_slow. */
 HAK_FAST void *hak_malloc_inline(size_t n) {
   if (HAK_LIKELY(n <= HAK_TABLE_MAX)) {

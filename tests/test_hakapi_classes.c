@@ -84,7 +84,7 @@ static void check_lookup(void) {
     uint32_t size = _hak_classes[c].size;
     bool smallest = c == 0 || _hak_classes[c - 1].size < n;
     bool tight = n < 64 || size * 4 <= n * 5;        /* at most 25% larger */
-    bool table = n > HAK_TABLE_MAX || _hak_class_front_of_size[n] == hak_size_entry(HAK_FRONT(c));  /* what the inline malloc reads */
+    bool table = n > HAK_TABLE_MAX || _hak_class_front_of_size[n] == hak_prim_entry(HAK_FRONT(c));  /* what the inline malloc reads */
     if (size < n || !smallest || !tight || !table) {
       if (bad++ < 5) fprintf(stderr, "n=%zu -> C%u (%u B)\n", n, c, size);
     }
@@ -104,7 +104,7 @@ static void check_table_release(void) {
   CHECK(p != NULL);
   hak_free(p);
   unsigned c = _hak_class_of_size(1000);
-  CHECK(_hak_class_front_of_size[1000] == hak_size_entry(HAK_FRONT(c)));
+  CHECK(_hak_class_front_of_size[1000] == hak_prim_entry(HAK_FRONT(c)));
   CHECK(_hak_class_front_of_size[9000] == 0);          /* another page: not written */
 }
 

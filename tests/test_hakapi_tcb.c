@@ -1,5 +1,5 @@
 /* The inline malloc's size table and the thread control block word it
- * relies on (hakmem_internal.h, HAK_TCB_ZERO): a size whose table entry is
+ * relies on in the x86-64 glibc form (prim.h, HAK_TCB_ZERO): a size whose table entry is
  * not written yet reads %fs:HAK_TCB_ZERO as its list head, which glibc leaves
  * 0 in every thread. Checked here: that word reads 0 in a new thread; and
  * when it does not read 0 at initialization, hakmem writes the whole table at
@@ -12,7 +12,7 @@
 #include "hakmem.h"
 #include "hakmem_internal.h"
 
-#if HAK_TLS_ASM
+#if HAK_PRIM_TP
 static _Alignas(16) void *decoy[2];
 static int initialized_before;
 
@@ -27,14 +27,14 @@ __attribute__((constructor(101))) static void poison(void) {
 
 static void *read_word(void *arg) {
   (void)arg;
-  return (void *)(uintptr_t)hak_tcb_zero_word();
+  return (void *)(uintptr_t)(uint64_t)(uintptr_t)hak_prim_head(0);
 }
 #endif
 
 int main(void) {
-#if HAK_TLS_ASM
+#if HAK_PRIM_TP
   CHECKF(!initialized_before, "hakmem was initialized before the test's constructor: nothing tested");
-  CHECK(hak_tcb_zero_word() == (uint64_t)(uintptr_t)decoy);
+  CHECK((uint64_t)(uintptr_t)hak_prim_head(0) == (uint64_t)(uintptr_t)decoy);
   pthread_t t;
   void *word = decoy;
   CHECK(pthread_create(&t, NULL, read_word, NULL) == 0);
@@ -49,7 +49,7 @@ int main(void) {
   for (size_t n = 0; n <= HAK_TABLE_MAX; n += n < 4096 ? 1 : 997) {
     void *p = hak_malloc(n);
     nulls += p == NULL;
-#if HAK_TLS_ASM
+#if HAK_PRIM_TP
     decoys += p == (void *)decoy;
     if (p == (void *)decoy) continue;
 #endif
@@ -58,7 +58,7 @@ int main(void) {
   }
   CHECKF(decoys == 0, "malloc returned the decoy %zu times", decoys);
   CHECK(nulls == 0);
-#if HAK_TLS_ASM
+#if HAK_PRIM_TP
   tcb_word_set(0);
 #endif
   TEST_END();
