@@ -106,6 +106,8 @@ $(BUILD)/tests/test_%: tests/test_%.c $(BUILD)/libhakmem.so $(wildcard tests/*.h
 $(BUILD)/tests/plain_%: tests/plain_%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Iinclude $< -o $@ -lpthread -ldl
+# The fuzzer's engine is a header shared by test_fuzz, plain_fuzz and the libFuzzer target.
+$(BUILD)/tests/plain_fuzz: tests/fuzz_engine.h
 # shim_* libraries are preloaded in front of hakmem by script tests.
 $(BUILD)/tests/shim_%.so: tests/shim_%.c
 	@mkdir -p $(dir $@)
