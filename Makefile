@@ -6,6 +6,7 @@
 #   make SAN=undefined   UBSan build (build-ubsan/); SAN=thread: TSan, hak_ API only (build-tsan/)
 #   make L2_RING=128 L25_RING=16  per-pool ring capacities (build maximums)
 #   make FAST_STATS=1    count fast-path hits too (on in DEBUG builds)
+#   make fuzz            the differential fuzzer, FUZZ_SECONDS=60 (random seeds; libFuzzer too with clang)
 #   make install PREFIX=/usr/local
 
 CC       ?= cc
@@ -60,7 +61,7 @@ LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 SO_OBJS  := $(LIB_SRCS:src/%.c=$(BUILD)/obj-so/%.o)
 LIB_HDRS := include/hakmem.h $(wildcard src/*.h)
 
-.PHONY: all lib test test-sanitizers bench install clean tests benches
+.PHONY: all lib test test-sanitizers bench install clean tests benches fuzz
 all: lib
 lib: $(BUILD)/libhakmem.so $(BUILD)/libhakmem.a
 
@@ -129,6 +130,22 @@ test-sanitizers:
 	@sh tests/run.sh build-ubsan
 	@$(MAKE) --no-print-directory SAN=thread lib $(patsubst tests/%.c,build-tsan/tests/%,$(wildcard tests/test_hakapi_*.c))
 	@sh tests/run.sh build-tsan
+
+# ---- fuzzing ------------------------------------------------------------------
+# make fuzz: the differential fuzzer (tests/fuzz_engine.h) for FUZZ_SECONDS with
+# random seeds, linked, under LD_PRELOAD and, where clang is installed, under
+# libFuzzer (hakmem's sources compiled into the target with coverage).
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_TARGET := $(if $(shell command -v $(FUZZ_CC) 2>/dev/null),$(BUILD)/fuzz/fuzz_libfuzzer)
+fuzz: lib $(BUILD)/tests/test_fuzz $(BUILD)/tests/plain_fuzz $(FUZZ_TARGET)
+	@sh tests/fuzz_run.sh $(BUILD) $(FUZZ_SECONDS)
+$(BUILD)/fuzz/fuzz_libfuzzer: tests/fuzz_libfuzzer.c tests/fuzz_engine.h $(LIB_SRCS) src/override.c $(LIB_HDRS) Makefile
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE $(OPT) -g -fsanitize=fuzzer $(WARN) -Wno-missing-prototypes -Iinclude -Isrc \
+	  -fvisibility=hidden -ftls-model=initial-exec -fno-strict-aliasing -fexceptions \
+	  -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_OVERRIDE=1 \
+	  $(sort $(LIB_SRCS) src/override.c) tests/fuzz_libfuzzer.c -o $@ -lpthread
 
 # ---- benchmarks -----------------------------------------------------------
 # Benchmark programs never link hakmem: the allocator is chosen by LD_PRELOAD.

@@ -669,13 +669,15 @@ static long fz_run_seed(struct fz_run *run, const struct fz_api *api, uint64_t s
 }
 
 /* The libFuzzer form: one slot, no threads, every number from the input. */
-static inline void fz_run_bytes(struct fz_run *run, const struct fz_api *api, const uint8_t *data, size_t len) {
+static inline long fz_run_bytes(struct fz_run *run, const struct fz_api *api, const uint8_t *data, size_t len) {
   fz_run_init(run, api, 0, 1, 0);
   run->abort_on_fail = 1;
   struct fz_rng r = { .data = data, .len = len };
-  for (long k = 0; k < 100000 && !r.exhausted; k++) fz_step(run, &run->slots[0], &r);
+  long k = 0;
+  for (; k < 100000 && !r.exhausted; k++) fz_step(run, &run->slots[0], &r);
   r.data = NULL;   /* the rest (how blocks are freed) from the generator */
   fz_run_finish(run, &r);
+  return k;
 }
 
 /* ---- the command line ------------------------------------------------------ */
@@ -697,7 +699,7 @@ static inline int fz_main(int argc, char **argv, const struct fz_api *api) {
   static struct fz_run run;
   uint64_t seed = 0;
   int have_seed = 0, threads = 4, do_fork = 1;
-  long ops = 40000;
+  long ops = 30000;
   double seconds = 0;
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
