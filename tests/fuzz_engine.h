@@ -259,11 +259,13 @@ static void fz_verify(struct fz_run *run, const struct fz_block *b, size_t len, 
 
 /* ---- sizes and alignments -------------------------------------------------- */
 /* The class table by probing: the usable size of malloc(s) is its class's
- * size, and the next class starts one byte above. Works for any allocator. */
+ * size, and the next class starts one byte above. Works for any allocator.
+ * Up to the first Large size (Large sizes are drawn apart: a page apart,
+ * their boundaries would crowd out the small ones). */
 static void fz_probe_classes(const struct fz_api *api) {
   fz_page = (size_t)sysconf(_SC_PAGESIZE);
   fz_nclasses = 0;
-  for (size_t s = 1; s <= 2 * FZ_MIB && fz_nclasses < FZ_CLASSES_MAX;) {
+  for (size_t s = 1; s <= FZ_MIB + 1 && fz_nclasses < FZ_CLASSES_MAX;) {
     void *p = api->malloc_fn(s);
     if (!p) break;
     size_t u = api->usable_fn(p);
@@ -699,7 +701,7 @@ static inline int fz_main(int argc, char **argv, const struct fz_api *api) {
   static struct fz_run run;
   uint64_t seed = 0;
   int have_seed = 0, threads = 4, do_fork = 1;
-  long ops = 30000;
+  long ops = 60000;
   double seconds = 0;
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;

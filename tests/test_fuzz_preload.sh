@@ -6,7 +6,7 @@
 set -u
 build=${HAK_TEST_BUILD:?HAK_TEST_BUILD must name the build folder}
 status=0
-LD_PRELOAD="$build/libhakmem.so" "$build/tests/plain_fuzz" --seed 11 --ops 30000 || status=1
-LD_PRELOAD="$build/libhakmem.so" "$build/tests/plain_fuzz" --seed 12 --ops 30000 --threads 2 || status=1
-"$build/tests/plain_fuzz" --seed 13 --ops 30000 || status=1
+LD_PRELOAD="$build/libhakmem.so" "$build/tests/plain_fuzz" --seed 11 --ops 60000 || status=1
+LD_PRELOAD="$build/libhakmem.so" "$build/tests/plain_fuzz" --seed 12 --ops 60000 --threads 2 || status=1
+"$build/tests/plain_fuzz" --seed 13 --ops 60000 || status=1
 exit $status
