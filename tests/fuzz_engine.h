@@ -156,8 +156,10 @@ static void *fz_map(size_t bytes) {
 __attribute__((format(printf, 2, 3)))
 static void fz_fail(struct fz_run *run, const char *fmt, ...) {
   char line[512];
-  int k = snprintf(line, sizeof line, "fuzz: FAIL (%s, seed %llu%s): ", run->api->name,
-                   (unsigned long long)run->seed, run->in_child ? ", fork child" : "");
+  char seed[48] = "the input's call sequence";
+  if (!run->abort_on_fail) snprintf(seed, sizeof seed, "seed %llu", (unsigned long long)run->seed);
+  int k = snprintf(line, sizeof line, "fuzz: FAIL (%s, %s%s): ", run->api->name, seed,
+                   run->in_child ? ", fork child" : "");
   va_list ap;
   va_start(ap, fmt);
   if (k > 0 && (size_t)k < sizeof line) k += vsnprintf(line + k, sizeof line - (size_t)k, fmt, ap);
