@@ -499,19 +499,27 @@ static void fz_drain(struct fz_run *run, struct fz_slot *s, struct fz_rng *r) {
 static void fz_op_invalid(struct fz_run *run, struct fz_slot *s, struct fz_rng *r) {
   const struct fz_api *api = run->api;
   void *p = (void *)&p;
+  const char *what = "malloc(SIZE_MAX)";
   int rc;
   errno = 0;
   switch (fz_below(r, 6)) {
   case 0: p = api->malloc_fn(SIZE_MAX - fz_below(r, 4096)); break;
-  case 1: p = api->calloc_fn(SIZE_MAX / 2 + 1 + fz_below(r, 1000), 2 + fz_below(r, 16)); break;
+  case 1:
+    what = "calloc with an overflowing product";
+    p = api->calloc_fn(SIZE_MAX / 2 + 1 + fz_below(r, 1000), 2 + fz_below(r, 16));
+    break;
   case 2:
     rc = api->posix_memalign_fn(&p, fz_below(r, 2) ? 24 : 0, 8 + fz_below(r, 100));
     if (rc != EINVAL) fz_fail(run, "posix_memalign with a bad alignment returned %d, not EINVAL", rc);
     return;
-  case 3: p = api->memalign_fn((size_t)1 << (4 + fz_below(r, 17)), SIZE_MAX - FZ_MIB * 4); break;
+  case 3:
+    what = "memalign(alignment, SIZE_MAX - 4 MiB)";
+    p = api->memalign_fn((size_t)1 << (4 + fz_below(r, 17)), SIZE_MAX - FZ_MIB * 4);
+    break;
   default: {
     if (s->n == 0) return;
     const struct fz_block *b = &s->blocks[fz_below(r, s->n)];
+    what = "realloc(p, SIZE_MAX) or reallocarray overflowing";
     p = fz_below(r, 2) ? api->realloc_fn(b->p, SIZE_MAX - fz_below(r, 4096))
                        : api->reallocarray_fn(b->p, SIZE_MAX / 4 + 1, 8);
     fz_verify(run, b, b->usable, "after a failed realloc");
@@ -519,7 +527,7 @@ static void fz_op_invalid(struct fz_run *run, struct fz_slot *s, struct fz_rng *
   }
   }
   if (p != NULL || errno != ENOMEM)
-    fz_fail(run, "an impossible request returned %p (errno %d), not NULL with ENOMEM", p, errno);
+    fz_fail(run, "%s returned %p (errno %d), not NULL with ENOMEM", what, p, errno);
 }
 
 static void fz_step(struct fz_run *run, struct fz_slot *s, struct fz_rng *r) {
