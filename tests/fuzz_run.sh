@@ -3,13 +3,13 @@
 # printed before it runs (a failure replays with: BUILD/tests/test_fuzz --seed N,
 # or under LD_PRELOAD with plain_fuzz --seed N). Half the time linked with
 # hakmem (test_fuzz), a quarter under LD_PRELOAD (plain_fuzz), a quarter under
-# libFuzzer (BUILD/fuzz/fuzz_libfuzzer, when clang built it; else the other two
-# share its time). Usage: tests/fuzz_run.sh BUILD SECONDS
+# libFuzzer (the target LIBFUZZER, when clang built it; else the other two
+# share its time). Usage: tests/fuzz_run.sh BUILD SECONDS [LIBFUZZER]
 set -u
 build=${1:?usage: fuzz_run.sh BUILD SECONDS}
 seconds=${2:?usage: fuzz_run.sh BUILD SECONDS}
-libfuzzer="$build/fuzz/fuzz_libfuzzer"
-if [ -x "$libfuzzer" ]; then
+libfuzzer=${3:-}
+if [ -n "$libfuzzer" ]; then
   linked=$((seconds / 2)); preload=$((seconds / 4)); lf=$((seconds - linked - preload))
 else
   linked=$((seconds * 2 / 3)); preload=$((seconds - linked)); lf=0
@@ -32,7 +32,7 @@ if [ "$lf" -ge 1 ]; then
     grep -E 'fuzz: FAIL|hakmem:|ERROR' "$build/fuzz/libfuzzer.log" | head -5
     status=1
   fi
-elif ! [ -x "$libfuzzer" ]; then
+elif [ -z "$libfuzzer" ]; then
   echo "fuzz: no libFuzzer run (clang not installed)"
 fi
 [ "$status" -eq 0 ] && echo "fuzz: nothing found"
