@@ -10,6 +10,7 @@
 #   make install PREFIX=/usr/local   (with the CMake config and the man page; DESTDIR too)
 #   make deb             Debian package build-deb/hakmem_VERSION_ARCH.deb (dpkg-deb; DEB_DIR=...)
 #   make test-aarch64    cross-build into build-aarch64/ and run the tests under qemu-user
+#   make fuzz            the differential fuzzer, FUZZ_SECONDS=60 (random seeds; libFuzzer too with clang)
 
 CC       ?= cc
 CXX      ?= c++
@@ -67,7 +68,7 @@ LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 SO_OBJS  := $(LIB_SRCS:src/%.c=$(BUILD)/obj-so/%.o)
 LIB_HDRS := include/hakmem.h $(wildcard src/*.h)
 
-.PHONY: all lib test test-sanitizers test-aarch64 bench install deb clean tests benches
+.PHONY: all lib test test-sanitizers test-aarch64 bench install deb clean tests benches fuzz
 all: lib
 lib: $(BUILD)/libhakmem.so $(BUILD)/libhakmem.a
 
@@ -114,6 +115,8 @@ $(BUILD)/tests/test_%: tests/test_%.c $(BUILD)/libhakmem.so $(wildcard tests/*.h
 $(BUILD)/tests/plain_%: tests/plain_%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Iinclude $< -o $@ -lpthread -ldl
+# The fuzzer's engine is a header shared by test_fuzz, plain_fuzz and the libFuzzer target.
+$(BUILD)/tests/plain_fuzz: tests/fuzz_engine.h
 # shim_* libraries are preloaded in front of hakmem by script tests.
 $(BUILD)/tests/shim_%.so: tests/shim_%.c
 	@mkdir -p $(dir $@)
@@ -144,6 +147,22 @@ AARCH64_QEMU ?= qemu-aarch64 -L /usr/aarch64-linux-gnu
 test-aarch64:
 	@$(MAKE) --no-print-directory CC=$(AARCH64_CC) CXX=$(AARCH64_CXX) BUILD=build-aarch64 tests
 	@HAK_TEST_EMULATOR='$(AARCH64_QEMU)' sh tests/run.sh build-aarch64
+
+# ---- fuzzing ------------------------------------------------------------------
+# make fuzz: the differential fuzzer (tests/fuzz_engine.h) for FUZZ_SECONDS with
+# random seeds, linked, under LD_PRELOAD and, where clang is installed, under
+# libFuzzer (hakmem's sources compiled into the target with coverage).
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_TARGET := $(if $(shell command -v $(FUZZ_CC) 2>/dev/null),$(BUILD)/fuzz/fuzz_libfuzzer)
+fuzz: lib $(BUILD)/tests/test_fuzz $(BUILD)/tests/plain_fuzz $(FUZZ_TARGET)
+	@sh tests/fuzz_run.sh $(BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGET)
+$(BUILD)/fuzz/fuzz_libfuzzer: tests/fuzz_libfuzzer.c tests/fuzz_engine.h $(LIB_SRCS) src/override.c $(LIB_HDRS) Makefile
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE $(OPT) -g -fsanitize=fuzzer $(WARN) -Wno-missing-prototypes -Iinclude -Isrc \
+	  -fvisibility=hidden -ftls-model=initial-exec -fno-strict-aliasing -fexceptions \
+	  -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_OVERRIDE=1 \
+	  $(sort $(LIB_SRCS) src/override.c) tests/fuzz_libfuzzer.c -o $@ -lpthread
 
 # ---- benchmarks -----------------------------------------------------------
 # Benchmark programs never link hakmem: the allocator is chosen by LD_PRELOAD.
