@@ -17,8 +17,9 @@
 #include <errno.h>
 
 /* A live block or a cached range: bytes is a multiple of the page, never 0.
- * dirty: the bytes from addr that may be non-zero (live: the most the
- * program was given); beyond it the pages read 0 (fresh). */
+ * dirty: the bytes from addr that may be non-zero; beyond it the pages read
+ * 0 (fresh). A live block is dirty whole (dirty == bytes): the program may
+ * write every byte malloc_usable_size gives it, not only what it asked for. */
 struct large_entry { uintptr_t addr; size_t bytes; size_t dirty; uint32_t freed_ms; };
 
 /* Live blocks: open addressing, linear probing, backward-shift deletion. */
@@ -59,12 +60,12 @@ static bool table_grow(void) {
   return true;
 }
 
-static bool table_insert(uintptr_t addr, size_t bytes, size_t dirty) {
+static bool table_insert(uintptr_t addr, size_t bytes) {
   HAK_ASSERT(bytes >= HAK_PAGE && bytes % HAK_PAGE == 0);   /* 0 would read as "not ours" */
   if ((table_count + 1) * 2 > table_cap && !table_grow()) return false;
   size_t i = slot_of(addr, table_cap);
   while (table[i].addr) i = (i + 1) & (table_cap - 1);
-  table[i] = (struct large_entry){ addr, bytes, dirty, 0 };
+  table[i] = (struct large_entry){ addr, bytes, bytes, 0 };   /* a live block is dirty whole */
   table_count++;
   live_bytes += bytes;
   return true;
@@ -235,9 +236,8 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   if (!e.addr) { errno = ENOMEM; return NULL; }
   atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_reused, (int64_t)reused, memory_order_relaxed);
   if (zero) memset((void *)e.addr, 0, min_size(n, e.dirty));   /* past dirty the pages read 0 */
-  e.dirty = max_size(e.dirty, n);
   hak_lock(&_hak_large_lock);
-  bool ok = table_insert(e.addr, e.bytes, e.dirty);
+  bool ok = table_insert(e.addr, e.bytes);
   hak_unlock(&_hak_large_lock);
   if (!ok) { unmap_block(e.addr, e.bytes); errno = ENOMEM; return NULL; }
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, (int64_t)e.bytes);
@@ -280,10 +280,10 @@ size_t _hak_large_usable(const void *p) {
 }
 
 /* The live block e takes bytes (a shrink or an extension in place). */
-static void resize_in_place(struct large_entry *e, size_t bytes, size_t dirty) {
+static void resize_in_place(struct large_entry *e, size_t bytes) {
   live_bytes += bytes - e->bytes;                 /* modulo 2^N: a shrink subtracts */
   e->bytes = bytes;
-  e->dirty = dirty;
+  e->dirty = bytes;
 }
 
 /* p is a live Large block; n > HAK_MID_MAX. A shrink leaves the tail in the
@@ -300,20 +300,18 @@ void *_hak_large_realloc(void *p, size_t n) {
   void *q = p;
   int i;
   if (bytes < old) {
-    resize_in_place(e, bytes, max_size(min_size(dirty, bytes), n));
+    resize_in_place(e, bytes);
     cache_put((uintptr_t)p + bytes, old - bytes, dirty > bytes ? dirty - bytes : 0);
   } else if (bytes > old && (i = cache_find_at((uintptr_t)p + old, bytes - old)) >= 0) {
-    struct large_entry tail = cache_cut((unsigned)i, bytes - old);
-    resize_in_place(e, bytes, max_size(tail.dirty ? old + tail.dirty : dirty, n));
+    cache_cut((unsigned)i, bytes - old);
+    resize_in_place(e, bytes);
   } else if (bytes > old) {
     q = cache_best_fit(bytes, HAK_PAGE) < 0 ? _hak_os_remap(p, old, bytes) : NULL;
     if (q) {
       table_remove(e);
-      table_insert((uintptr_t)q, bytes, max_size(dirty, n));   /* cannot fail: a slot was just freed */
+      table_insert((uintptr_t)q, bytes);   /* cannot fail: a slot was just freed */
       _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)(bytes - old));
     }
-  } else {
-    e->dirty = max_size(dirty, n);
   }
   hak_unlock(&_hak_large_lock);
   if (!q) return NULL;
