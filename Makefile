@@ -157,7 +157,7 @@ FUZZ_CC ?= clang
 FUZZ_TARGET := $(if $(shell command -v $(FUZZ_CC) 2>/dev/null),$(BUILD)/fuzz/fuzz_libfuzzer)
 fuzz: lib $(BUILD)/tests/test_fuzz $(BUILD)/tests/plain_fuzz $(FUZZ_TARGET)
 	@sh tests/fuzz_run.sh $(BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGET)
-$(BUILD)/fuzz/fuzz_libfuzzer: tests/fuzz_libfuzzer.c tests/fuzz_engine.h $(LIB_SRCS) src/override.c $(LIB_HDRS) Makefile
+$(BUILD)/fuzz/fuzz_libfuzzer: tests/fuzz_libfuzzer.c tests/fuzz_engine.h tests/fuzz_linked.h $(LIB_SRCS) src/override.c $(LIB_HDRS) Makefile
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE $(OPT) -g -fsanitize=fuzzer $(WARN) -Wno-missing-prototypes -Iinclude -Isrc \
 	  -fvisibility=hidden -ftls-model=initial-exec -fno-strict-aliasing -fexceptions \

@@ -3,21 +3,9 @@
  * engine draws is taken from the next bytes), single-threaded, no fork; the
  * allocator is hakmem, linked (-lhakmem). A failed check aborts, so libFuzzer
  * keeps the input that found it (replay: build/fuzz/fuzz_libfuzzer FILE). */
-#include "fuzz_engine.h"
-#include "hakmem.h"
-#include <malloc.h>
+#include "fuzz_linked.h"
 
-static size_t usable(void *p) { return malloc_usable_size(p); }
-
-static const struct fz_api api = {
-  .name = "hakmem libFuzzer",
-  .malloc_fn = malloc, .free_fn = free, .calloc_fn = calloc, .realloc_fn = realloc,
-  .reallocarray_fn = reallocarray, .posix_memalign_fn = posix_memalign,
-  .aligned_alloc_fn = aligned_alloc, .memalign_fn = memalign, .valloc_fn = valloc,
-  .pvalloc_fn = pvalloc, .usable_fn = usable,
-  .free_sized_fn = hak_free_sized, .free_aligned_sized_fn = hak_free_aligned_sized,
-  .usable_bound = 1,
-};
+static const struct fz_api api = FZ_LINKED_API("hakmem libFuzzer");
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
