@@ -66,12 +66,17 @@ def invocation():
     return shlex.join(["hakmem"] + sys.argv[1:])
 
 
-def format_rate(value):
+def _scaled(value, k_from, k_digits):
+    """value with an M or k suffix: M from a million, k from k_from."""
     if value >= 1e6:
         return f"{value / 1e6:.2f} M"
-    if value >= 1e3:
-        return f"{value / 1e3:.2f} k"
+    if value >= k_from:
+        return f"{value / 1e3:.{k_digits}f} k"
     return f"{value:.0f}"
+
+
+def format_rate(value):
+    return _scaled(value, 1e3, 2)
 
 
 def format_rss(kb):
@@ -79,8 +84,4 @@ def format_rss(kb):
 
 
 def format_count(value):
-    if value >= 1e6:
-        return f"{value / 1e6:.2f} M"
-    if value >= 1e4:
-        return f"{value / 1e3:.1f} k"
-    return f"{value:.0f}"
+    return _scaled(value, 1e4, 1)
