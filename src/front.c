@@ -275,8 +275,11 @@ void *_hak_front_alloc_slow(unsigned c) {
     h->stats.misses[c]++;
     grow(h, c, HAK_WAY_MALLOC);
     void *chain;
-    unsigned n = take(h, c, refill_batch(h, c), h->cap[c] ? h->cap[c] : 1, &chain);
+    unsigned max = refill_batch(h, c), room = h->cap[c] ? h->cap[c] : 1;
+    if (HAK_UNLIKELY(_hak_prof_mode)) max = room = _hak_prof_refill_room(c, max);   /* up to the sample point */
+    unsigned n = take(h, c, max, room, &chain);
     if (!n) { errno = ENOMEM; return NULL; }
+    if (HAK_UNLIKELY(_hak_prof_mode)) _hak_prof_charge((size_t)(n - 1) * _hak_classes[c].size);
     b = chain;
     HAK_LIST(c) = b[0];
     HAK_CREDIT(c) -= (int32_t)(n - 1);
