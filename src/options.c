@@ -76,7 +76,7 @@ static bool parse_number(const char *s, long *out) {
 /* How a value of o is typed: its words, its list, or its range. */
 static const char *syntax(const struct option_desc *o, char *buf, size_t len) {
   switch (o->kind) {
-  case HAK_KIND_ENUM:   return o->words;
+  case HAK_KIND_ENUM:   return strncmp(o->words, "0|SIGHUP|", 9) ? o->words : "0|SIGNAME|1..31";
   case HAK_KIND_LIST:   return "N,N,...";
   case HAK_KIND_REPORT: return "0|1|json:PATH";
   case HAK_KIND_PATH:   return "PATH";

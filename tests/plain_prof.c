@@ -41,7 +41,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < big_n; i++) free(big_blocks[i]);
   } else if (!strcmp(mode, "signal")) {
     raise(SIGUSR2);
-    free(malloc(3 * MIB));                     /* a slow path: the dump is written here */
+    void *volatile p = malloc(3 * MIB);        /* a slow path: the dump is written here */
+    free(p);
   } else if (!strcmp(mode, "dump")) {
     int (*dump)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "hak_prof_dump");
     if (!dump || argc < 3) { fprintf(stderr, "no hak_prof_dump\n"); return 2; }
