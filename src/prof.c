@@ -447,22 +447,18 @@ static void print_frame(struct out *o, unsigned k, void *addr) {
   }
 }
 
-/* At exit (HAKMEM_PROF=leaks): the sites whose sampled blocks are still
- * live, most bytes first, to stderr, symbolized with dladdr (exported
- * names; `hakmem prof` on a dump symbolizes everything). */
-static void leak_report(void) {
-  struct out o = { .fd = 2 };
-  hak_lock(&_hak_prof_lock);
+/* The PROF_LEAK_SITES sites with the most live bytes, most first, copied
+ * out (prof lock held); returns how many. */
+static unsigned top_leaks(struct prof_site *top, double *bytes, double *count, size_t *leaking) {
   sum_live();
-  double bytes = 0, count = 0;
-  size_t leaking = 0;
+  *bytes = *count = 0;
+  *leaking = 0;
   for (size_t id = 0; id < sites_count; id++)
-    if (sites[id].live_samples) { bytes += sites[id].live_bytes; count += sites[id].live_count; leaking++; }
-  out_printf(&o, "hakmem: leak report: %zu site%s with live sampled blocks at exit, ~%llu bytes in ~%llu blocks (estimated, 1 sample per %llu bytes)\n",
-             leaking, leaking == 1 ? "" : "s", rounded(bytes), rounded(count), rounded(interval));
+    if (sites[id].live_samples) { *bytes += sites[id].live_bytes; *count += sites[id].live_count; (*leaking)++; }
   double above = 1e300;
   size_t above_id = (size_t)-1;
-  for (unsigned shown = 0; shown < PROF_LEAK_SITES && shown < leaking; shown++) {
+  unsigned shown = 0;
+  for (; shown < PROF_LEAK_SITES && shown < *leaking; shown++) {
     size_t best = (size_t)-1;
     for (size_t id = 0; id < sites_count; id++) {       /* the next largest: no sort, no allocation */
       const struct prof_site *s = &sites[id];
@@ -471,14 +467,33 @@ static void leak_report(void) {
       if (after && (best == (size_t)-1 || s->live_bytes > sites[best].live_bytes)) best = id;
     }
     if (best == (size_t)-1) break;
-    const struct prof_site *s = &sites[best];
-    out_printf(&o, "hakmem: leak: ~%llu bytes in ~%llu blocks (%llu samples) allocated at:\n",
-               rounded(s->live_bytes), rounded(s->live_count), (unsigned long long)s->live_samples);
-    for (unsigned k = 0; k < s->depth; k++) print_frame(&o, k, s->frames[k]);
-    above = s->live_bytes;
+    top[shown] = sites[best];
+    above = sites[best].live_bytes;
     above_id = best;
   }
+  return shown;
+}
+
+/* At exit (HAKMEM_PROF=leaks): the sites whose sampled blocks are still
+ * live, most bytes first, to stderr, symbolized with dladdr (exported
+ * names, else object+offset; `hakmem prof` on a dump symbolizes
+ * everything). dladdr takes the loader's lock: called without the prof
+ * lock. */
+static void leak_report(void) {
+  static struct prof_site top[PROF_LEAK_SITES];
+  double bytes, count;
+  size_t leaking;
+  hak_lock(&_hak_prof_lock);
+  unsigned shown = top_leaks(top, &bytes, &count, &leaking);
   hak_unlock(&_hak_prof_lock);
+  struct out o = { .fd = 2 };
+  out_printf(&o, "hakmem: leak report: %zu site%s with live sampled blocks at exit, ~%llu bytes in ~%llu blocks (estimated, 1 sample per %llu bytes)\n",
+             leaking, leaking == 1 ? "" : "s", rounded(bytes), rounded(count), rounded(interval));
+  for (unsigned i = 0; i < shown; i++) {
+    out_printf(&o, "hakmem: leak: ~%llu bytes in ~%llu blocks (%llu samples) allocated at:\n",
+               rounded(top[i].live_bytes), rounded(top[i].live_count), (unsigned long long)top[i].live_samples);
+    for (unsigned k = 0; k < top[i].depth; k++) print_frame(&o, k, top[i].frames[k]);
+  }
   out_flush(&o);
 }
 
