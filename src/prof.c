@@ -29,6 +29,7 @@
 #include "hakmem_internal.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
@@ -68,7 +69,7 @@ static size_t index_cap;
 static struct prof_block *blocks;             /* open addressing on addr    */
 static size_t blocks_cap, blocks_count;
 static double interval;                       /* T, bytes                   */
-static uintptr_t own_base;                    /* libhakmem.so's load base (0: linked statically) */
+static uintptr_t own_lo, own_hi;              /* libhakmem.so's code (0, 0: linked statically) */
 static _Atomic int dump_requested;
 static _Atomic unsigned dump_serial;
 
@@ -217,11 +218,7 @@ static __attribute__((noinline)) unsigned capture(void **out) {
   void *walk[PROF_WALK];
   int n = backtrace(walk, PROF_WALK);
   int first = 2;
-  while (own_base && first < n) {
-    Dl_info info;
-    if (!dladdr(walk[first], &info) || (uintptr_t)info.dli_fbase != own_base) break;
-    first++;
-  }
+  while (first < n && (uintptr_t)walk[first] - own_lo < own_hi - own_lo) first++;
   unsigned depth = 0;
   for (int i = first; i < n && depth < PROF_DEPTH; i++) out[depth++] = walk[i];
   return depth;
@@ -503,6 +500,22 @@ static void on_signal(int sig) {
   atomic_store(&dump_requested, 1);
 }
 
+/* dl_iterate_phdr: the executable segment that holds this code. */
+static int find_own_code(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size; (void)arg;
+  uintptr_t self = (uintptr_t)find_own_code;
+  for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+    if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && self - lo < hi - lo) {
+      own_lo = lo;
+      own_hi = hi;
+      return 1;
+    }
+  }
+  return 0;
+}
+
 /* After hakmem's init (malloc works): the first backtrace() loads libgcc_s
  * (it allocates), the tables are reserved, the signal handler installed;
  * then sampling starts. */
@@ -515,10 +528,7 @@ __attribute__((constructor)) static void prof_init(void) {
   interval = (double)_hak_options_get(HAK_OPT_PROF_SAMPLE);
   sites = _hak_os_map(PROF_SITES_MAX * sizeof *sites);
   if (!sites) { _hak_guard_write("hakmem: no memory for the heap profiler; profiling off\n"); return; }
-#if HAK_SHARED_LIB
-  Dl_info info;
-  if (dladdr((void *)prof_init, &info)) own_base = (uintptr_t)info.dli_fbase;
-#endif
+  if (HAK_SHARED_LIB) dl_iterate_phdr(find_own_code, NULL);
   int sig = (int)_hak_options_get(HAK_OPT_PROF_SIGNAL);
   if (sig) {
     struct sigaction sa;
