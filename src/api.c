@@ -88,7 +88,7 @@ static __attribute__((noinline)) void free_by_kind(void *p, const char *call) {
   struct hak_heap *h = _hak_thread_tls.heap;
   if (h) h->stats.free_slow++;
   int c = live_class(p, call);
-  if (c >= 0) { _hak_front_free_slow(p, (unsigned)c); return; }   /* spills first if full (a purge tick) */
+  if (c >= 0) { _hak_front_free_unpushed(p, (unsigned)c); return; }   /* spills first if full (a purge tick) */
   _hak_purge_tick();
   if (HAK_UNLIKELY(_hak_prof_mode)) _hak_prof_free(p);   /* a sampled block leaves the profile */
   if (_hak_large_free(p, call)) return;

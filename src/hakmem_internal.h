@@ -461,7 +461,9 @@ extern struct hak_gauges _hak_stats_gauges;
  * slow path restoring credit[f] from -1 to 0. Before the heap exists, and
  * after the thread's exit flush, head[f] == NULL and credit[f] == 0, so
  * both fast paths fall through to their slow paths. head[0] == NULL and
- * credit[0] == 0 always. */
+ * credit[0] == 0 always. With HAKMEM_PROF set, every credit[f] of a heap
+ * is kept HAK_PROF_CREDIT_BIAS below that value (front.c), so every free
+ * takes the slow path. */
 struct hak_tls {
   void *head[HAK_NFRONT];
   int64_t credit[HAK_NFRONT];        /* 8 bytes: credit[f] lies a constant past head[f] */
@@ -498,6 +500,13 @@ enum { HAK_WAY_MALLOC = 1, HAK_WAY_FREE = 2, HAK_WAY_BOTH = 3 };
  * paths may still hand out before the next sample, its random state (0:
  * not seeded), and whether it is inside the profiler (no sampling then). */
 struct hak_prof_thread { int64_t left; uint64_t rng; bool busy; };
+/* The common case of _hak_prof_charge_push, for the slow free: a seeded
+ * thread outside the profiler with the bytes left; false: ask prof.c. */
+static inline bool hak_prof_charge_inline(struct hak_prof_thread *t, int64_t bytes) {
+  if (!t->rng || t->busy || t->left < bytes) return false;
+  t->left -= bytes;
+  return true;
+}
 
 /* The cold part: one heap per thread, from the metadata arena, reused after
  * the thread exits. */
@@ -594,6 +603,7 @@ size_t _hak_purge_all(void);              /* malloc_trim, out of memory */
 /* ---- front.c -------------------------------------------------------------- */
 HAK_SLOW void *_hak_front_alloc_slow(unsigned c);          /* list empty, or no heap yet   */
 HAK_SLOW void  _hak_front_free_slow(void *p, unsigned c);  /* list full, or no heap yet    */
+void  _hak_front_free_unpushed(void *p, unsigned c);       /* the same, no push was tried  */
 void  _hak_front_heap_init(struct hak_heap *h);
 void  _hak_front_heap_flush(struct hak_heap *h);
 unsigned _hak_front_max_cap(unsigned c);
@@ -730,8 +740,13 @@ void   _hak_guard_printf(int fd, const char *fmt, ...) __attribute__((format(pri
 enum hak_prof_mode { HAK_PROF_OFF, HAK_PROF_ON, HAK_PROF_LEAKS };
 extern int _hak_prof_mode;                /* HAKMEM_PROF; slow paths test it */
 HAK_SLOW void *_hak_prof_alloc(size_t n, size_t align, bool zero);   /* NULL: not sampled */
+/* With HAKMEM_PROF set, front.c keeps every list's credit this far below
+ * its value: the inline free never finds credit (struct hak_tls). */
+#define HAK_PROF_CREDIT_BIAS ((int64_t)1 << 40)
 unsigned _hak_prof_refill_room(unsigned c, unsigned max);
-void  _hak_prof_charge(size_t bytes);
+void  _hak_prof_charge(size_t bytes);            /* blocks put on a list     */
+bool  _hak_prof_charge_push(size_t bytes);       /* false: no bytes left     */
+void  _hak_prof_refund(size_t bytes);            /* blocks off a list unused */
 HAK_SLOW void  _hak_prof_free(void *p);   /* p: no class block */
 void  _hak_prof_moved(void *p, void *q);  /* a Large realloc moved p to q */
 

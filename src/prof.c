@@ -290,6 +290,23 @@ void _hak_prof_charge(size_t bytes) {
   if (t) t->left -= (int64_t)bytes;
 }
 
+/* A freed block may go on the thread's list (charged) when the bytes left
+ * until the sample point cover it. */
+bool _hak_prof_charge_push(size_t bytes) {
+  struct hak_prof_thread *t = prof_thread();
+  if (!t) return true;
+  if (t->left < (int64_t)bytes) return false;
+  t->left -= (int64_t)bytes;
+  return true;
+}
+
+/* Blocks that were charged on a list and left it unallocated (a spill, an
+ * idle or flushed list). */
+void _hak_prof_refund(size_t bytes) {
+  struct hak_prof_thread *t = prof_thread();
+  if (t) t->left += (int64_t)bytes;
+}
+
 /* HAK_SLOW: p (not a class block) is being freed: a sampled block leaves
  * the live table. */
 void _hak_prof_free(void *p) {

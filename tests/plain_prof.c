@@ -7,6 +7,8 @@
  *   signal  both live; raise(SIGUSR2), then one more allocation (the dump
  *           is written by the next slow path), then exit
  *   dump    both live; hak_prof_dump(argv[2]) (found with dlsym), then exit
+ *   churn   both live, then site_churn allocates and frees 64 MiB of 64 B
+ *           blocks one at a time (the same block again and again)
  * It never links hakmem: the pointer arrays are static. */
 #include <dlfcn.h>
 #include <signal.h>
@@ -32,6 +34,13 @@ static size_t allocate_mix(void **out, size_t bytes) {
 
 __attribute__((noinline)) void site_big(void) { big_n = allocate_mix(big_blocks, 100 * (size_t)MIB); }
 __attribute__((noinline)) void site_small(void) { small_n = allocate_mix(small_blocks, 10 * (size_t)MIB); }
+__attribute__((noinline)) void site_churn(void) {
+  for (size_t got = 0; got < 64 * (size_t)MIB; got += 64) {
+    char *volatile p = malloc(64);
+    p[0] = 1;
+    free(p);
+  }
+}
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "live";
@@ -43,6 +52,8 @@ int main(int argc, char **argv) {
     raise(SIGUSR2);
     void *volatile p = malloc(3 * MIB);        /* a slow path: the dump is written here */
     free(p);
+  } else if (!strcmp(mode, "churn")) {
+    site_churn();
   } else if (!strcmp(mode, "dump")) {
     int (*dump)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "hak_prof_dump");
     if (!dump || argc < 3) { fprintf(stderr, "no hak_prof_dump\n"); return 2; }

@@ -9,7 +9,8 @@ with and without frame pointers) and linked (-lhakmem, and libhakmem.a):
 Then, preloaded: 2. HAKMEM_PROF=leaks reports site_small's leaked blocks (about 10 MiB)
 and not site_big's freed ones; 3. HAKMEM_PROF_SIGNAL=SIGUSR2 writes FILE.1; 4.
 hak_prof_dump(path) writes path, and fails with profiling off; 5. profiling off writes
-no file; 6. `hakmem prof FILE --folded OUT` prints both sites in order and writes folded
+no file; 6. blocks allocated and freed again and again (through the thread's cache) are
+counted in the total bytes, not in the live ones; 7. `hakmem prof FILE --folded OUT` prints both sites in order and writes folded
 stacks. Run by tests/run.sh with HAK_TEST_BUILD=/abs/path/to/build. Ends with
 "N passed, N failed"; exits non-zero when a check failed."""
 
@@ -158,6 +159,22 @@ def check_signal_and_dump(program, tmp):
           str(list(off.iterdir())))
 
 
+def check_churn(program, tmp):
+    heap = tmp / "churn.heap"
+    done = run(program, ["churn"], tmp, HAKMEM_PROF="1", HAKMEM_PROF_SAMPLE=SAMPLE,
+               HAKMEM_PROF_FILE=str(heap))
+    check("churn: runs", done.returncode == 0, done.stderr[-500:])
+    if not heap.is_file():
+        check("churn: profile written", False)
+        return
+    churn = [g for g in site_groups(heap) if "site_churn" in g["stack"]]
+    check("churn: site found", len(churn) == 1)
+    if churn:
+        check(f"churn: total within 20% of {64 * MIB}", within(churn[0]["total_bytes"], 64 * MIB),
+              str(churn[0]["total_bytes"]))
+        check("churn: nothing live", churn[0]["live_bytes"] < MIB, str(churn[0]["live_bytes"]))
+
+
 def check_tool(tmp):
     heap = tmp / "preload-O1.heap"
     if not heap.is_file():
@@ -203,6 +220,7 @@ def main():
         if plain.is_file():
             check_leaks(plain, tmp)
             check_signal_and_dump(plain, tmp)
+            check_churn(plain, tmp)
             check_tool(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
