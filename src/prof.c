@@ -3,16 +3,17 @@
  * distributed intervals (as tcmalloc and jemalloc do), with its call stack.
  *
  * The fast paths do not count bytes. Each thread keeps the bytes left until
- * its next sample (struct hak_prof_thread, in its heap), and every block
- * that can reach the program without a slow path is charged when it leaves
- * the slabs: the allocation a slow path serves (_hak_prof_alloc) and the
- * blocks a refill puts on the thread's list (_hak_prof_refill_room bounds
- * the batch to the bytes left, _hak_prof_charge charges it). So the
- * allocation that crosses the sample point always arrives in a slow path,
- * which samples exactly that one. Blocks a thread frees onto its own list
- * and allocates again (at most its list capacity, HAKMEM_THREAD_CACHE_KB)
- * are not charged twice: the sampled stream is the bytes drawn from the
- * shared heap, which is what grows it.
+ * its next sample (struct hak_prof_thread, in its heap), and every block is
+ * charged before the inline malloc can hand it out: the allocation a slow
+ * path serves (_hak_prof_alloc), the blocks a refill puts on the thread's
+ * list (_hak_prof_refill_room bounds the batch to the bytes left,
+ * _hak_prof_charge charges it), and every freed block the slow free puts
+ * on the list (front.c keeps each list's credit HAK_PROF_CREDIT_BIAS below
+ * its value while profiling, so every free is a slow free;
+ * _hak_prof_charge_push refuses a block the bytes left do not cover, which
+ * goes back to its slab). Spilled and released lists refund their blocks.
+ * So the allocation that crosses the sample point always arrives in a slow
+ * path, which samples exactly that one.
  *
  * A sampled block is served by a mapping of its own (large.c), which every
  * free sends to the slow free: free_by_kind (api.c) calls _hak_prof_free
@@ -227,7 +228,7 @@ static __attribute__((noinline)) unsigned capture(void **out) {
 /* A sampled block of n requested bytes, charged bytes: its site and its
  * estimates (1 / p blocks, n / p bytes) into the tables. */
 static void record(void *p, size_t n, size_t bytes) {
-  void *frames[PROF_DEPTH];
+  void *frames[PROF_DEPTH] = { NULL };
   unsigned depth = capture(frames);
   double prob = interval <= 1.0 ? 1.0 : 1.0 - exp_neg(-(double)bytes / interval);
   if (prob <= 0.0) prob = 1.0;
