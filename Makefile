@@ -58,7 +58,7 @@ CFLAGS_LIB := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) -fvisibility=hidden
   -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_OVERRIDE=$(OVERRIDE) -DHAK_PORTABLE=$(PORTABLE)
 LIB_SRCS := src/lock.c src/os.c src/class.c src/region.c src/superslab.c src/slab.c src/refill.c \
   src/front.c src/span.c src/large.c src/purge.c src/thread.c src/options.c src/stats.c \
-  src/guard.c src/api.c
+  src/guard.c src/prof.c src/api.c
 ifeq ($(OVERRIDE),1)
   LIB_SRCS += src/override.c
 endif
@@ -80,7 +80,7 @@ $(BUILD)/obj-so/%.o: src/%.c $(LIB_HDRS) Makefile
 	$(CC) $(CFLAGS_LIB) -DHAK_SHARED_LIB=1 -c $< -o $@
 
 $(BUILD)/libhakmem.so: $(SO_OBJS)
-	$(CC) -shared -o $@ $(SO_OBJS) $(SANFLAGS) -Wl,-z,nodelete -Wl,-soname,libhakmem.so.$(SOVERSION) -lpthread
+	$(CC) -shared -o $@ $(SO_OBJS) $(SANFLAGS) -Wl,-z,nodelete -Wl,-soname,libhakmem.so.$(SOVERSION) -lpthread -ldl
 	ln -sf libhakmem.so $(BUILD)/libhakmem.so.$(SOVERSION)
 $(BUILD)/libhakmem.a: $(LIB_OBJS)
 	@rm -f $@

@@ -45,6 +45,12 @@ void   hak_stats_print(void);
 /* Writes the counters as JSON to path; returns 0, or -1 with errno set. */
 int    hak_stats_write_json(const char *path);
 
+/* Heap profile (HAKMEM_PROF=1 or leaks): writes the live sampled blocks by
+ * allocation site, their estimated bytes and counts, and the process's
+ * mappings to path (NULL: HAKMEM_PROF_FILE); read it with `hakmem prof
+ * PATH`. Returns 0, or -1 with errno set (ENOENT: profiling is off). */
+int    hak_prof_dump(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,7 +18,9 @@ static void *route_alloc(size_t n) {
  * SuperSlabs at the top of their regions, the span heap's free runs, their
  * address space included) before one more try. */
 static void *large_alloc_retry(size_t n, size_t align, bool zero) {
-  void *p = _hak_large_alloc(n, align, zero);
+  void *p = HAK_UNLIKELY(_hak_prof_mode) ? _hak_prof_alloc(n, align, zero) : NULL;
+  if (p) return p;
+  p = _hak_large_alloc(n, align, zero);
   if (HAK_UNLIKELY(!p) && hak_malloc_trim(0)) p = _hak_large_alloc(n, align, zero);
   if (HAK_UNLIKELY(!p)) errno = ENOMEM;
   return p;
@@ -31,6 +33,10 @@ void *_hak_api_malloc_slow(size_t n) {
   if (h) h->stats.malloc_slow++;
   _hak_purge_tick();
   if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+  if (HAK_UNLIKELY(_hak_prof_mode)) {             /* charged; sampled when it crosses */
+    void *s = _hak_prof_alloc(n, 0, false);
+    if (s) return s;
+  }
   void *p = route_alloc(n);
   if (HAK_UNLIKELY(!p) && hak_malloc_trim(0)) p = route_alloc(n);
   /* Still none: a class that cannot map its next SuperSlab (2 MiB) can
@@ -82,8 +88,9 @@ static __attribute__((noinline)) void free_by_kind(void *p, const char *call) {
   struct hak_heap *h = _hak_thread_tls.heap;
   if (h) h->stats.free_slow++;
   int c = live_class(p, call);
-  if (c >= 0) { _hak_front_free_slow(p, (unsigned)c); return; }   /* spills first if full (a purge tick) */
+  if (c >= 0) { _hak_front_free_unpushed(p, (unsigned)c); return; }   /* spills first if full (a purge tick) */
   _hak_purge_tick();
+  if (HAK_UNLIKELY(_hak_prof_mode)) _hak_prof_free(p);   /* a sampled block leaves the profile */
   if (_hak_large_free(p, call)) return;
   _hak_guard_foreign_free(p, call);
 }
@@ -136,6 +143,7 @@ HAK_API void *hak_realloc(void *p, size_t n) {
     if (n <= old && n >= old / 2) return p;       /* fits, not too wasteful */
   } else if ((old = _hak_large_usable(p)) != 0) {
     void *q = n > HAK_MID_MAX ? _hak_large_realloc(p, n) : NULL;
+    if (q && HAK_UNLIKELY(_hak_prof_mode) && q != p) _hak_prof_moved(p, q);
     if (q) return q;
   } else {
     return _hak_guard_foreign_realloc(p, n, "realloc");
@@ -161,7 +169,9 @@ static void *aligned_alloc_pow2(size_t align, size_t n) {
   if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   int c = _hak_class_for_aligned(n, align);
   if (c >= 0) {                                  /* every block of c is aligned enough */
-    void *p = _hak_front_alloc_slow((unsigned)c);
+    void *p = HAK_UNLIKELY(_hak_prof_mode) ? _hak_prof_alloc(n, align, false) : NULL;
+    if (p) return p;
+    p = _hak_front_alloc_slow((unsigned)c);
     if (HAK_UNLIKELY(!p) && hak_malloc_trim(0)) p = _hak_front_alloc_slow((unsigned)c);
     if (HAK_UNLIKELY(!p)) errno = ENOMEM;
     return p;

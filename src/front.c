@@ -28,6 +28,14 @@ static size_t span_budget;                /* bytes, from HAKMEM_SPAN_CACHE_KB   
 
 static bool spans(unsigned c) { return c >= HAK_SPAN_FIRST; }   /* a class of the span heap */
 
+/* With HAKMEM_PROF set, every list's credit is kept HAK_PROF_CREDIT_BIAS
+ * below its value (credit()), so no push of the inline free finds credit:
+ * every free comes to _hak_front_free_slow, which charges the block to the
+ * profiler as it goes on the list (prof.c), and the inline malloc only pops
+ * blocks that were charged. 0 without profiling: the lists as always. */
+static int64_t credit_bias;
+static int64_t credit(unsigned c) { return HAK_CREDIT(c) + credit_bias; }
+
 /* Bytes of a capacity of cap blocks of class c that count against the span
  * lists' budget: a span class's blocks beyond its start capacity. */
 static size_t span_extra(unsigned c, unsigned cap) {
@@ -81,6 +89,7 @@ static unsigned ring_cap(unsigned c) {
 
 /* Capacities from the options; at init, after them. */
 void _hak_front_init(void) {
+  credit_bias = _hak_options_get(HAK_OPT_PROF) ? HAK_PROF_CREDIT_BIAS : 0;
   budget = (size_t)_hak_options_get(HAK_OPT_THREAD_CACHE_KB) * 1024;
   span_budget = (size_t)_hak_options_get(HAK_OPT_SPAN_CACHE_KB) * 1024;
   for (unsigned c = 0; c < HAK_NCLS; c++) {
@@ -131,8 +140,14 @@ void _hak_front_heap_init(struct hak_heap *h) {
     h->cap[c] = 0;
     h->ways[c] = 0;
     h->seen_head[c] = NULL;
-    HAK_CREDIT(c) = 0;
+    HAK_CREDIT(c) = -credit_bias;
   }
+}
+
+static inline unsigned list_length(const void *list) {
+  unsigned n = 0;
+  for (void *const *b = list; b; b = b[0]) n++;
+  return n;
 }
 
 /* Class c's list goes back to its slabs, and its capacity to the thread's
@@ -140,7 +155,8 @@ void _hak_front_heap_init(struct hak_heap *h) {
 static void drop_list(struct hak_heap *h, unsigned c) {
   void *list = HAK_LIST(c);
   HAK_LIST(c) = NULL;
-  HAK_CREDIT(c) = 0;
+  HAK_CREDIT(c) = -credit_bias;
+  if (credit_bias && list) _hak_prof_refund((size_t)list_length(list) * _hak_classes[c].size);
   h->cap_bytes -= (size_t)h->cap[c] * _hak_classes[c].size;
   h->span_cap_bytes -= span_extra(c, h->cap[c]);
   h->cap[c] = 0;
@@ -163,23 +179,18 @@ static void release_idle_lists(struct hak_heap *h) {
   for (unsigned c = 0; c < HAK_NCLS; c++) {
     void *head = HAK_LIST(c);
     uint32_t events = (uint32_t)(h->stats.refills[c] + h->stats.spills[c]);
-    if (head && head == h->seen_head[c] && HAK_CREDIT(c) == h->seen_credit[c] &&
+    if (head && head == h->seen_head[c] && credit(c) == h->seen_credit[c] &&
         events == h->seen_events[c]) {
       drop_list(h, c);
       h->stats.idle_releases++;
       head = NULL;
     }
     h->seen_head[c] = head;
-    h->seen_credit[c] = HAK_CREDIT(c);
+    h->seen_credit[c] = (int32_t)credit(c);
     h->seen_events[c] = events;
   }
 }
 
-static inline unsigned list_length(const void *list) {
-  unsigned n = 0;
-  for (void *const *b = list; b; b = b[0]) n++;
-  return n;
-}
 /* cap_bytes and span_cap_bytes are the sums they are written to be
  * (struct hak_heap). */
 static bool heap_sums_ok(const struct hak_heap *h) {
@@ -192,7 +203,7 @@ static bool heap_sums_ok(const struct hak_heap *h) {
 }
 /* Debug builds: the invariants of the front of class c. */
 #define CHECK_FRONT(h, c) \
-  HAK_ASSERT(list_length(HAK_LIST(c)) + (uint64_t)HAK_CREDIT(c) == (h)->cap[c] && \
+  HAK_ASSERT(list_length(HAK_LIST(c)) + (uint64_t)credit(c) == (h)->cap[c] && \
              (h)->cap[c] <= max_cap[c] && (h)->cap_bytes <= budget && \
              (h)->span_cap_bytes <= span_budget && \
              ((h)->ways[c] == HAK_WAY_BOTH || (h)->cap[c] <= HAK_ONE_WAY_CAP) && \
@@ -275,8 +286,11 @@ void *_hak_front_alloc_slow(unsigned c) {
     h->stats.misses[c]++;
     grow(h, c, HAK_WAY_MALLOC);
     void *chain;
-    unsigned n = take(h, c, refill_batch(h, c), h->cap[c] ? h->cap[c] : 1, &chain);
+    unsigned max = refill_batch(h, c), room = h->cap[c] ? h->cap[c] : 1;
+    if (HAK_UNLIKELY(credit_bias)) max = room = _hak_prof_refill_room(c, max);   /* up to the sample point */
+    unsigned n = take(h, c, max, room, &chain);
     if (!n) { errno = ENOMEM; return NULL; }
+    if (HAK_UNLIKELY(credit_bias)) _hak_prof_charge((size_t)(n - 1) * _hak_classes[c].size);
     b = chain;
     HAK_LIST(c) = b[0];
     HAK_CREDIT(c) -= (int32_t)(n - 1);
@@ -306,29 +320,55 @@ static void spill(struct hak_heap *h, unsigned c) {
   give_back(h, c, head);
   HAK_CREDIT(c) += (int32_t)n;
   h->stats.spills[c]++;
+  if (credit_bias) _hak_prof_refund((size_t)n * _hak_classes[c].size);   /* charged, not allocated */
 }
 
 /* HAK_SLOW: a valid, not-free block whose list had no credit left (or the
- * thread has no heap yet, or is exiting). A push that found no credit left
- * it at -1 (hak_home_push); it goes back to 0 here. */
+ * thread has no heap yet, or is exiting, or profiling is on). A push that
+ * found no credit left it at -1 (hak_home_push); it goes back to 0 here
+ * (with profiling, every push fails: its decrement is undone). */
 void _hak_front_free_slow(void *p, unsigned c) {
   void **b = p;
-  if (HAK_CREDIT(c) < 0) HAK_CREDIT(c) = 0;
+  if (credit_bias) {
+    HAK_CREDIT(c)++;
+    struct hak_heap *h = _hak_thread_tls.heap;   /* profiling's common case: room, bytes left */
+    if (h && credit(c) > 0 && hak_prof_charge_inline(&h->prof, _hak_classes[c].size)) {
+      HAK_CREDIT(c)--;
+      b[0] = HAK_LIST(c);
+      b[1] = HAK_FREE_KEY;
+      HAK_LIST(c) = b;
+      h->stats.frees[c]++;
+      return;
+    }
+  } else if (HAK_CREDIT(c) < 0) {
+    HAK_CREDIT(c) = 0;
+  }
   struct hak_heap *h = _hak_thread_tls.heap;
   if (!h && !_hak_thread_tls.exited) h = _hak_thread_heap();
   if (!h) { give_back_one(c, p); return; }   /* exited, or no memory for a heap */
   release_idle_lists(h);
-  if (HAK_CREDIT(c) <= 0) {
+  if (credit(c) <= 0) {
     grow(h, c, HAK_WAY_FREE);
     if (!h->cap[c]) { give_back_one(c, p); return; }   /* no budget for a list */
-    if (HAK_CREDIT(c) <= 0) spill(h, c);
+    if (credit(c) <= 0) spill(h, c);
   }
+  /* Profiling: a block goes on the list only when the bytes left until the
+   * sample point cover it; else back to its slab, so that the allocation
+   * that crosses the point finds the list empty. */
+  if (credit_bias && !_hak_prof_charge_push(_hak_classes[c].size)) { give_back_one(c, p); return; }
   HAK_CREDIT(c)--;
   b[0] = HAK_LIST(c);
   b[1] = HAK_FREE_KEY;
   HAK_LIST(c) = b;
   h->stats.frees[c]++;
   CHECK_FRONT(h, c);
+}
+
+/* A live block whose free tried no push (the slow free sorted it): the
+ * slow free as after a failed push. */
+void _hak_front_free_unpushed(void *p, unsigned c) {
+  if (credit_bias) HAK_CREDIT(c)--;
+  _hak_front_free_slow(p, c);
 }
 
 /* At thread exit and malloc_trim: every list back to its slabs, with its

@@ -27,6 +27,8 @@
  *   options.c   the options table (HAKMEM_* environment)
  *   stats.c     counters (per thread, merged at exit) and gauges; reports
  *   guard.c     bad pointers: diagnostics, foreign (C library) pointers
+ *   prof.c      the sampling heap profiler (HAKMEM_PROF): charging on slow
+ *               paths, sampled blocks, dumps, the leak report
  *   api.c       the hak_ API and the slow paths of malloc and free
  *   override.c  the standard names (malloc, free, operator new, ...)
  *   prim.h      the fast path's accesses that depend on the architecture and
@@ -37,7 +39,7 @@
  * ownership map region.c; thread front front.c (fast paths below); warm
  * pool refill.c; remote free slab.c; rings front.c; span heap span.c;
  * Large large.c; purge purge.c; thread exit thread.c; fork lock.c; locks lock.c;
- * options options.c; stats stats.c; bad pointers guard.c.
+ * options options.c; stats stats.c; bad pointers guard.c; heap profile prof.c.
  *
  * Fast paths are the HAK_FAST functions at the end of this file (always
  * inlined: malloc, free, and the thread front's list and credit under
@@ -359,9 +361,10 @@ extern struct hak_pool _hak_slab_pools[HAK_NCLS];
   X(SPAN,   "span",   _hak_span_lock, 1, 0, "span.c: the span heap (every refill and spill of 40 KiB to 1 MiB)") \
   X(SLOT,   "slot",   _hak_region_slot_lock, 1, 0, "region.c: claiming a 4 GiB slot for a region") \
   X(LARGE,  "large",  _hak_large_lock, 1, 0, "large.c: Large blocks and the range cache (every Large free, every foreign-pointer probe)") \
+  X(PROF,   "prof",   _hak_prof_lock, 1, 0, "prof.c: the heap profiler's sites and sampled blocks (HAKMEM_PROF only)") \
   X(META,   "meta",   _hak_os_meta_lock, 1, 0, "os.c: the metadata arena")
 extern hak_lock_t _hak_stats_totals_lock, _hak_thread_heaps_lock, _hak_span_lock,
-                  _hak_region_slot_lock, _hak_large_lock, _hak_os_meta_lock;
+                  _hak_region_slot_lock, _hak_large_lock, _hak_prof_lock, _hak_os_meta_lock;
 enum hak_lock_rank {
 #define HAK_LOCK_RANK(id, name, first, count, stride, doc) HAK_RANK_##id, HAK_RANK_##id##_LAST = HAK_RANK_##id + (count) - 1,
   HAK_LOCKS(HAK_LOCK_RANK)
@@ -458,7 +461,9 @@ extern struct hak_gauges _hak_stats_gauges;
  * slow path restoring credit[f] from -1 to 0. Before the heap exists, and
  * after the thread's exit flush, head[f] == NULL and credit[f] == 0, so
  * both fast paths fall through to their slow paths. head[0] == NULL and
- * credit[0] == 0 always. */
+ * credit[0] == 0 always. With HAKMEM_PROF set, every credit[f] of a heap
+ * is kept HAK_PROF_CREDIT_BIAS below that value (front.c), so every free
+ * takes the slow path. */
 struct hak_tls {
   void *head[HAK_NFRONT];
   int64_t credit[HAK_NFRONT];        /* 8 bytes: credit[f] lies a constant past head[f] */
@@ -490,6 +495,18 @@ extern hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_MAX + 1];
 #define HAK_ONE_WAY_CAP 64u            /* blocks a list used one way may hold   */
 #define HAK_FREE_ONLY_CAP 32u          /* ... when that way is free; it spills whole */
 enum { HAK_WAY_MALLOC = 1, HAK_WAY_FREE = 2, HAK_WAY_BOTH = 3 };
+
+/* The heap profiler's state of one thread (prof.c): the bytes its slow
+ * paths may still hand out before the next sample, its random state (0:
+ * not seeded), and whether it is inside the profiler (no sampling then). */
+struct hak_prof_thread { int64_t left; uint64_t rng; bool busy; };
+/* The common case of _hak_prof_charge_push, for the slow free: a seeded
+ * thread outside the profiler with the bytes left; false: ask prof.c. */
+static inline bool hak_prof_charge_inline(struct hak_prof_thread *t, int64_t bytes) {
+  if (!t->rng || t->busy || t->left < bytes) return false;
+  t->left -= bytes;
+  return true;
+}
 
 /* The cold part: one heap per thread, from the metadata arena, reused after
  * the thread exits. */
@@ -523,6 +540,7 @@ struct hak_heap {
   struct hak_slab *warm[HAK_NTINY][HAK_WARM_MAX]; /* Tiny warm pool: partly free slabs */
   uint8_t warm_n[HAK_NTINY];
   struct hak_stats stats;
+  struct hak_prof_thread prof;
   struct hak_heap *next_all;                   /* registry of all heaps     */
   struct hak_heap *next_free;                  /* free heaps, for reuse     */
   bool live;
@@ -585,6 +603,7 @@ size_t _hak_purge_all(void);              /* malloc_trim, out of memory */
 /* ---- front.c -------------------------------------------------------------- */
 HAK_SLOW void *_hak_front_alloc_slow(unsigned c);          /* list empty, or no heap yet   */
 HAK_SLOW void  _hak_front_free_slow(void *p, unsigned c);  /* list full, or no heap yet    */
+void  _hak_front_free_unpushed(void *p, unsigned c);       /* the same, no push was tried  */
 void  _hak_front_heap_init(struct hak_heap *h);
 void  _hak_front_heap_flush(struct hak_heap *h);
 unsigned _hak_front_max_cap(unsigned c);
@@ -655,7 +674,8 @@ void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry l
  *           index (a number lo..hi is taken too)
  *   LIST    comma-separated numbers, one per class from the tier's first
  *           (_hak_options_list); an empty item is 0
- *   REPORT  0, 1, or json:PATH (value 2; the path is _hak_options_path) */
+ *   REPORT  0, 1, or json:PATH (value 2; the path is _hak_options_path)
+ *   PATH    a file name (value 1 when set; _hak_options_path) */
 #define HAK_OPTIONS(X) \
   X(STATS,           REPORT,  0, 0, 1, NULL,    "1: print counters at exit; json:PATH: write them as JSON") \
   X(WARM_POOL_STATS, BOOL,    0, 0, 1, NULL,    "1: print the warm pool per class at exit") \
@@ -673,10 +693,19 @@ void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry l
   X(PURGE_DELAY_MS,  NUMBER, 50, 0, 60000, NULL, "ms before a free slab or cached Large range goes back to the OS, and an untouched thread list to the slabs") \
   X(EMPTY_KEEP,      NUMBER,  1, 0, 64, NULL,   "empty SuperSlabs per class kept committed for reuse") \
   X(INVALID_FREE,    ENUM,    0, 0, 1, "abort|ignore", "abort: an invalid free aborts; ignore: it is counted and skipped") \
+  X(PROF,            ENUM,    0, 0, 2, "0|1|leaks", "heap profiler: 1 samples allocations with their stacks and writes a profile at exit (hakmem prof FILE); leaks: a leak report at exit") \
+  X(PROF_SAMPLE,     NUMBER, 524288, 1, 100000000, NULL, "bytes allocated per sample, on average (exponential intervals)") \
+  X(PROF_SIGNAL,     ENUM,    0, 0, 31, HAK_SIGNAL_NAMES, "signal on which the profile is written to HAKMEM_PROF_FILE.N (by the next slow path)") \
+  X(PROF_FILE,       PATH,    0, 0, 0, NULL,    "the profile's path (%p: the process id); default hakmem-prof.%p.heap") \
   X(PRINT_OPTIONS,   BOOL,    0, 0, 1, NULL,    "1: print this table with current values at start-up")
 #define HAK_OPT_LIST_MAX HAK_NL2               /* items a LIST option holds */
+/* Linux's signal names in number order (the same on x86-64 and aarch64):
+ * word i is signal i (prof.c checks three). */
+#define HAK_SIGNAL_NAMES "0|SIGHUP|SIGINT|SIGQUIT|SIGILL|SIGTRAP|SIGABRT|SIGBUS|SIGFPE|SIGKILL|SIGUSR1|SIGSEGV|" \
+  "SIGUSR2|SIGPIPE|SIGALRM|SIGTERM|SIGSTKFLT|SIGCHLD|SIGCONT|SIGSTOP|SIGTSTP|SIGTTIN|SIGTTOU|SIGURG|" \
+  "SIGXCPU|SIGXFSZ|SIGVTALRM|SIGPROF|SIGWINCH|SIGIO|SIGPWR|SIGSYS"
 
-enum hak_option_kind { HAK_KIND_NUMBER, HAK_KIND_BOOL, HAK_KIND_ENUM, HAK_KIND_LIST, HAK_KIND_REPORT };
+enum hak_option_kind { HAK_KIND_NUMBER, HAK_KIND_BOOL, HAK_KIND_ENUM, HAK_KIND_LIST, HAK_KIND_REPORT, HAK_KIND_PATH };
 enum hak_option_id {
 #define HAK_OPT_ENUM_ID(name, kind, def, lo, hi, words, doc) HAK_OPT_##name,
   HAK_OPTIONS(HAK_OPT_ENUM_ID)
@@ -686,7 +715,7 @@ enum hak_option_id {
 void  _hak_options_init(void);
 long  _hak_options_get(enum hak_option_id id);
 unsigned _hak_options_list(enum hak_option_id id, unsigned i);  /* LIST: item i, or 0 */
-const char *_hak_options_path(enum hak_option_id id);           /* REPORT: the json path or NULL */
+const char *_hak_options_path(enum hak_option_id id);           /* REPORT, PATH: the path or NULL */
 void  _hak_options_print(void);
 
 /* ---- stats.c --------------------------------------------------------------- */
@@ -706,6 +735,20 @@ HAK_SLOW __attribute__((noreturn)) void _hak_guard_bad_pointer(const void *p, co
 /* printf to stderr / to fd through a stack buffer: never allocates. */
 void   _hak_guard_write(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void   _hak_guard_printf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- prof.c ---------------------------------------------------------------- */
+enum hak_prof_mode { HAK_PROF_OFF, HAK_PROF_ON, HAK_PROF_LEAKS };
+extern int _hak_prof_mode;                /* HAKMEM_PROF; slow paths test it */
+HAK_SLOW void *_hak_prof_alloc(size_t n, size_t align, bool zero);   /* NULL: not sampled */
+/* With HAKMEM_PROF set, front.c keeps every list's credit this far below
+ * its value: the inline free never finds credit (struct hak_tls). */
+#define HAK_PROF_CREDIT_BIAS ((int64_t)1 << 40)
+unsigned _hak_prof_refill_room(unsigned c, unsigned max);
+void  _hak_prof_charge(size_t bytes);            /* blocks put on a list     */
+bool  _hak_prof_charge_push(size_t bytes);       /* false: no bytes left     */
+void  _hak_prof_refund(size_t bytes);            /* blocks off a list unused */
+HAK_SLOW void  _hak_prof_free(void *p);   /* p: no class block */
+void  _hak_prof_moved(void *p, void *q);  /* a Large realloc moved p to q */
 
 /* ---- api.c ----------------------------------------------------------------- */
 HAK_SLOW void *_hak_api_malloc_slow(size_t n);

@@ -58,6 +58,7 @@ static bool parse_word(enum hak_option_id id, const char *s, long *out) {
   if (o->kind == HAK_KIND_ENUM && w >= 0) { *out = w; return true; }
   if (o->kind == HAK_KIND_REPORT && !strncmp(s, "json:", 5) && s[5]) { *out = 2; return true; }
   if (o->kind == HAK_KIND_LIST && parse_list(id, s)) { *out = 1; return true; }
+  if (o->kind == HAK_KIND_PATH && *s) { *out = 1; return true; }
   return false;
 }
 
@@ -75,9 +76,10 @@ static bool parse_number(const char *s, long *out) {
 /* How a value of o is typed: its words, its list, or its range. */
 static const char *syntax(const struct option_desc *o, char *buf, size_t len) {
   switch (o->kind) {
-  case HAK_KIND_ENUM:   return o->words;
+  case HAK_KIND_ENUM:   return strncmp(o->words, "0|SIGHUP|", 9) ? o->words : "0|SIGNAME|1..31";
   case HAK_KIND_LIST:   return "N,N,...";
   case HAK_KIND_REPORT: return "0|1|json:PATH";
+  case HAK_KIND_PATH:   return "PATH";
   case HAK_KIND_BOOL:   return "0|1";
   case HAK_KIND_NUMBER: break;
   }
@@ -87,7 +89,7 @@ static const char *syntax(const struct option_desc *o, char *buf, size_t len) {
 
 /* A value as a user types it: a word, a list, json:PATH, or the number. */
 static const char *typed(const struct option_desc *o, long v, const char *text, char *buf, size_t len) {
-  if (o->kind == HAK_KIND_LIST) return text ? text : "-";
+  if (o->kind == HAK_KIND_LIST || o->kind == HAK_KIND_PATH) return text ? text : "-";
   if (o->kind == HAK_KIND_REPORT && v == 2 && text) return text;
   if (o->kind == HAK_KIND_ENUM) {
     const char *w = o->words;
@@ -108,11 +110,11 @@ static void set_option(enum hak_option_id id, const char *text) {
   char buf[48];
   texts[id] = text;
   if (parse_word(id, text, &v)) { values[id] = v; return; }
-  if (o->kind == HAK_KIND_LIST || !parse_number(text, &v)) {
+  if (o->kind == HAK_KIND_LIST || o->kind == HAK_KIND_PATH || !parse_number(text, &v)) {
     char def[32];
     _hak_guard_write("hakmem: HAKMEM_%s=%s is not valid (%s); %s%s\n", o->name, text,
-                     syntax(o, buf, sizeof buf), o->kind == HAK_KIND_LIST ? "ignored" : "using ",
-                     o->kind == HAK_KIND_LIST ? "" : typed(o, o->def, NULL, def, sizeof def));
+                     syntax(o, buf, sizeof buf), o->kind == HAK_KIND_LIST || o->kind == HAK_KIND_PATH ? "ignored" : "using ",
+                     o->kind == HAK_KIND_LIST || o->kind == HAK_KIND_PATH ? "" : typed(o, o->def, NULL, def, sizeof def));
     values[id] = o->def;
     texts[id] = NULL;
     return;
@@ -154,6 +156,7 @@ unsigned _hak_options_list(enum hak_option_id id, unsigned i) {
 }
 
 const char *_hak_options_path(enum hak_option_id id) {
+  if (options[id].kind == HAK_KIND_PATH) return values[id] ? texts[id] : NULL;
   return options[id].kind == HAK_KIND_REPORT && values[id] == 2 ? texts[id] + 5 : NULL;
 }
 

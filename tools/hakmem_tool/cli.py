@@ -1,4 +1,5 @@
-"""The command line: argparse, `hakmem run`, `hakmem options`, and dispatch to the others."""
+"""The command line: argparse, `hakmem run`, `hakmem options`, and dispatch to the others
+(bench, ab, pairs, chart, prof)."""
 
 import argparse
 import os
@@ -12,6 +13,7 @@ from .bench import SUITE_NAMES, cmd_bench
 from .chart import cmd_chart
 from .errors import UsageError
 from .pairs import cmd_pairs
+from .prof import add_prof_parser, cmd_prof
 from .stats import DEFAULT_THRESHOLD_PCT
 from .suites import SUITE
 
@@ -154,11 +156,12 @@ def command_parser():
                        "every peer found)")
     chart = sub.add_parser("chart", help="(re)draw chart.png of a bench results folder")
     chart.add_argument("folder")
+    add_prof_parser(sub)
     return parser
 
 
 ACTIONS = {"run": cmd_run, "options": cmd_options, "bench": cmd_bench, "ab": cmd_ab,
-           "pairs": cmd_pairs, "chart": cmd_chart}
+           "pairs": cmd_pairs, "chart": cmd_chart, "prof": cmd_prof}
 
 
 def main(argv=None):
