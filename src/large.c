@@ -145,6 +145,7 @@ static int cache_find_at(uintptr_t addr, size_t bytes) {
 }
 
 static void unmap_block(uintptr_t addr, size_t bytes) {
+  hak_track_mem_undefined((void *)addr, bytes);   /* no poison left for the next mapping there */
   _hak_os_unmap((void *)addr, bytes);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, -(int64_t)bytes);
 }
@@ -192,6 +193,7 @@ static size_t move_parts(uintptr_t p, const struct large_entry *parts, unsigned 
   size_t off = 0, dirty = 0;
   for (unsigned k = 0; k < n; off += parts[k++].bytes) {
     if (_hak_os_move((void *)parts[k].addr, parts[k].bytes, (void *)(p + off))) {
+      hak_track_mem_undefined((void *)parts[k].addr, parts[k].bytes);   /* unmapped by the move */
       _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, -(int64_t)parts[k].bytes);
       if (parts[k].dirty) dirty = off + parts[k].dirty;
     } else {

@@ -104,7 +104,9 @@ void _hak_thread_flush(struct hak_heap *h) {
 static void thread_exit(void *arg) {
   struct hak_heap *h = arg;
   if (!h || h != _hak_thread_tls.heap) return;
+  hak_track_enter();                         /* the flush walks free blocks (track.h) */
   _hak_thread_flush(h);
+  hak_track_leave();
   h->stats.threads_exited++;
   _hak_stats_merge_heap(h);
   _hak_thread_tls.heap = NULL;
