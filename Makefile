@@ -142,12 +142,17 @@ ifeq ($(DEBUG)$(SAN),0)
 	@sh tests/run.sh build-debug$(PORT_SUFFIX)
 endif
 
-# UBSan on the library and every test; TSan on the multi-threaded hak_ API tests.
+# UBSan on the library and every test; TSan on the multi-threaded hak_ API tests;
+# ASan (the hak_ API's blocks poisoned, src/track.h) on the hak_ API tests and
+# tests/test_asan.sh.
 test-sanitizers:
 	@$(MAKE) --no-print-directory SAN=undefined tests
 	@sh tests/run.sh build-ubsan
 	@$(MAKE) --no-print-directory SAN=thread lib $(patsubst tests/%.c,build-tsan/tests/%,$(wildcard tests/test_hakapi_*.c))
 	@sh tests/run.sh build-tsan
+	@$(MAKE) --no-print-directory SAN=address lib $(patsubst tests/%.c,build-asan/tests/%,$(wildcard tests/test_hakapi_*.c)) \
+	  build-asan/tests/plain_track_clean
+	@sh tests/run.sh build-asan
 
 # aarch64 under qemu-user (Debian: gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
 # qemu-user libc6-dev-arm64-cross): tests/run.sh names and skips what qemu cannot run.

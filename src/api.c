@@ -111,13 +111,14 @@ static size_t owned_bytes(const void *p) {
   return _hak_large_usable(p);
 }
 
-/* p, from hakmem's own code, is handed out to the program with n bytes. */
+/* p, from hakmem's own code, is handed out to the program with n bytes (a
+ * block of 0 bytes has 1: its usable size is never 0). */
 static inline void *handed_out(void *p, size_t n, bool zero) {
   if (HAK_TRACK && p) {
     hak_track_enter();
     size_t usable = owned_bytes(p);
     hak_track_leave();
-    hak_track_malloc(p, n, usable, zero);
+    hak_track_malloc(p, n ? n : 1, usable, zero);
   }
   return p;
 }

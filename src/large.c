@@ -192,8 +192,8 @@ static void cache_put(uintptr_t addr, size_t bytes, size_t dirty) {
 static size_t move_parts(uintptr_t p, const struct large_entry *parts, unsigned n) {
   size_t off = 0, dirty = 0;
   for (unsigned k = 0; k < n; off += parts[k++].bytes) {
-    if (_hak_os_move((void *)parts[k].addr, parts[k].bytes, (void *)(p + off))) {
-      hak_track_mem_undefined((void *)parts[k].addr, parts[k].bytes);   /* unmapped by the move */
+    hak_track_mem_undefined((void *)parts[k].addr, parts[k].bytes);   /* unmapped by the move: */
+    if (_hak_os_move((void *)parts[k].addr, parts[k].bytes, (void *)(p + off))) {   /* no poison left */
       _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, -(int64_t)parts[k].bytes);
       if (parts[k].dirty) dirty = off + parts[k].dirty;
     } else {
