@@ -5,6 +5,8 @@
  *   use-after-free  reads a byte of a freed block of 40 bytes
  *   past-end        reads the byte just past a block of 40 bytes (inside its
  *                   48-byte size class: hakmem would not notice)
+ *   next-block      reads the first byte past a block of 48 bytes, the start
+ *                   of a block never handed out
  *   leak            loses the only pointer to a block of 40 bytes
  *   double-free     frees a block twice
  *   uninit          branches on a byte malloc never wrote (memcheck only)
@@ -42,6 +44,12 @@ int main(int argc, char **argv) {
     char *p = block();
     printf("read %d\n", launder(p)[BLOCK]);
     free(p);
+  } else if (!strcmp(what, "next-block")) {
+    char *p = malloc(48);
+    if (!p) return 2;
+    memset(p, 'b', 48);
+    printf("read %d\n", launder(p)[48]);
+    free(p);
   } else if (!strcmp(what, "leak")) {
     char *keep = block();
     sink = block();                    /* the pointer is lost below */
@@ -57,7 +65,7 @@ int main(int argc, char **argv) {
     if (p[5] == 'x') puts("x");
     free(p);
   } else {
-    fprintf(stderr, "usage: %s use-after-free|past-end|leak|double-free|uninit\n", argv[0]);
+    fprintf(stderr, "usage: %s use-after-free|past-end|next-block|leak|double-free|uninit\n", argv[0]);
     return 2;
   }
   return 0;

@@ -3,7 +3,7 @@
 # -fsanitize=address and linked with the SAN=address build's libhakmem.a
 # (build-asan/, made here) take their blocks from the hak_ API (ASan owns
 # malloc there, as TSan does in its build). ASan must report a use-after-free
-# and a read past the block (both "use-after-poison": ASan's own free-block
+# and a read past the block (in its size class or in the next block; all "use-after-poison": ASan's own free-block
 # report is for its own allocator), hakmem a double free, and a clean program
 # that uses every allocation call must run as it does on glibc. ASan's leak
 # checker knows only ASan's blocks: leaks are memcheck's (test_valgrind.sh).
@@ -38,6 +38,7 @@ expect() {
 expect use-after-free "AddressSanitizer: use-after-poison on address"
 grep -q "READ of size 1" "$tmp/use-after-free.out" || fail "use-after-free: not the read of one byte"
 expect past-end "AddressSanitizer: use-after-poison on address"
+expect next-block "AddressSanitizer: use-after-poison on address"
 expect double-free "already free (double free of a 48-byte block)"
 
 "$tmp/clean" >"$tmp/clean.out" 2>"$tmp/clean.err" || { fail "clean: ASan reported errors"; tail -n 30 "$tmp/clean.err"; }

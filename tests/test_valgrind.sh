@@ -1,8 +1,8 @@
 #!/bin/sh
 # Valgrind memcheck sees hakmem's blocks (src/track.h): programs linked with
 # the VALGRIND=1 build's libhakmem.a (build-valgrind/, made here) run under
-# memcheck, which must report a use-after-free, a read past the block, a
-# leak (definitely lost, with the block's size), an uninitialised read and a
+# memcheck, which must report a use-after-free, a read past the block (in
+# its size class, or in the next block, never handed out), a leak (definitely lost, with the block's size), an uninitialised read and a
 # double free as it does for the C library's malloc, and nothing for a clean
 # program that uses every allocation call, threads included. The same
 # use-after-free under LD_PRELOAD of the build's libhakmem.so, and, as the
@@ -43,6 +43,7 @@ expect() {
 }
 expect use-after-free 99 "Address .* is 3 bytes inside a block of size 40 free'd"
 expect past-end 99 "Address .* is 0 bytes after a block of size 40 alloc'd"
+expect next-block 99 "Address .* is 0 bytes after a block of size 48 alloc'd"
 expect leak 99 "40 bytes in 1 blocks are definitely lost"
 expect uninit 99 "Conditional jump or move depends on uninitialised value"
 expect double-free 134 "Invalid free()"                 # then hakmem's own report aborts
