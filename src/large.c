@@ -47,6 +47,7 @@ static struct large_entry *table_find(uintptr_t addr) {
 static bool table_grow(void) {
   size_t cap = table_cap ? table_cap * 2 : 1024;
   struct large_entry *t = _hak_os_map(cap * sizeof *t);
+  if (t) hak_track_meta(t, cap * sizeof *t);      /* its addresses keep no leak reachable */
   if (!t) return false;
   for (size_t i = 0; i < table_cap; i++) {
     if (!table[i].addr) continue;

@@ -7,7 +7,9 @@
  *                   48-byte size class: hakmem would not notice)
  *   next-block      reads the first byte past a block of 48 bytes, the start
  *                   of a block never handed out
- *   leak            loses the only pointer to a block of 40 bytes
+ *   leak            loses the only pointers to a block of 40 bytes and to one
+ *                   of 3000 bytes, the first of its slab (hakmem's metadata
+ *                   holds that address: memcheck must not count it)
  *   double-free     frees a block twice
  *   uninit          branches on a byte malloc never wrote (memcheck only)
  * With -DPLAIN_TRACK_HAK_API the blocks come from the hak_ API (the ASan
@@ -52,7 +54,9 @@ int main(int argc, char **argv) {
     free(p);
   } else if (!strcmp(what, "leak")) {
     char *keep = block();
-    sink = block();                    /* the pointer is lost below */
+    sink = block();                    /* the pointers are lost below */
+    sink = malloc(3000);
+    if (sink) sink[0] = 1;
     sink = NULL;
     free(keep);
   } else if (!strcmp(what, "double-free")) {

@@ -45,6 +45,7 @@ expect use-after-free 99 "Address .* is 3 bytes inside a block of size 40 free'd
 expect past-end 99 "Address .* is 0 bytes after a block of size 40 alloc'd"
 expect next-block 99 "Address .* is 0 bytes after a block of size 48 alloc'd"
 expect leak 99 "40 bytes in 1 blocks are definitely lost"
+grep -q "3,000 bytes in 1 blocks are definitely lost" "$tmp/leak.out" || fail "leak: the first block of a slab is not lost"
 expect uninit 99 "Conditional jump or move depends on uninitialised value"
 expect double-free 134 "Invalid free()"                 # then hakmem's own report aborts
 grep -q "already free" "$tmp/double-free.out" || fail "double-free: hakmem did not report it"
