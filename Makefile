@@ -4,6 +4,8 @@
 #   make bench           build everything and run the benchmark comparison (hakmem vs glibc and peers)
 #   make DEBUG=1         invariant checks on (build-debug/)
 #   make SAN=undefined   UBSan build (build-ubsan/); SAN=thread: TSan, hak_ API only (build-tsan/)
+#   make SAN=address     ASan poisons the hak_ API's free blocks (build-asan/; src/track.h)
+#   make VALGRIND=1      memcheck sees every block (build-valgrind/; src/track.h)
 #   make L2_RING=128 L25_RING=16  per-pool ring capacities (build maximums)
 #   make FAST_STATS=1    count fast-path hits too (on in DEBUG builds)
 #   make PORTABLE=1      the fast path's portable C twin instead of the x86-64 glibc form (src/prim.h; build-portable/)
@@ -21,20 +23,21 @@ FAST_STATS ?= $(DEBUG)
 L2_RING  ?= 128
 L25_RING ?= 16
 PORTABLE ?= 0
+VALGRIND ?= 0
 PORT_SUFFIX := $(if $(filter 1,$(PORTABLE)),-portable)
 VERSION   := 0.1.0
 SOVERSION := 0
 
 ifeq ($(SAN),)
   ifeq ($(DEBUG),1)
-    BUILD ?= build-debug$(PORT_SUFFIX)
+    BUILD ?= build-debug$(PORT_SUFFIX)$(if $(filter 1,$(VALGRIND)),-valgrind)
   else
-    BUILD ?= build$(PORT_SUFFIX)
+    BUILD ?= $(if $(filter 1,$(VALGRIND)),build-valgrind,build$(PORT_SUFFIX))
   endif
 else
   BUILD ?= build-$(SAN:undefined=ubsan)
 endif
-BUILD := $(patsubst build-thread,build-tsan,$(BUILD))
+BUILD := $(patsubst build-thread,build-tsan,$(patsubst build-address,build-asan,$(BUILD)))
 
 OPT      := -O2
 ifeq ($(DEBUG),1)
@@ -47,15 +50,21 @@ ifneq ($(SAN),)
     SANFLAGS += -fno-sanitize-recover=undefined
   endif
 endif
-# The TSan build leaves malloc alone (TSan owns it) and is used through the hak_ API.
-OVERRIDE ?= $(if $(filter thread,$(SAN)),0,1)
+# The TSan and ASan builds leave malloc alone (the sanitizer owns it) and are
+# used through the hak_ API.
+OVERRIDE ?= $(if $(filter thread address,$(SAN)),0,1)
+# What a memory checker is told of blocks (src/track.h): 1 Valgrind, 2 ASan.
+# The ASan build's library is not instrumented (it touches its free blocks,
+# which are poisoned): it calls ASan's poisoning, and programs link ASan.
+TRACK    := $(if $(filter address,$(SAN)),2,$(if $(filter 1,$(VALGRIND)),1,0))
+SANFLAGS_LIB := $(if $(filter address,$(SAN)),,$(SANFLAGS))
 
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS_LIB := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) -fvisibility=hidden \
   -ftls-model=initial-exec -fno-semantic-interposition -fno-strict-aliasing \
-  -fno-stack-protector -fno-plt -fexceptions -fno-tree-slp-vectorize -Iinclude -Isrc $(SANFLAGS) \
+  -fno-stack-protector -fno-plt -fexceptions -fno-tree-slp-vectorize -Iinclude -Isrc $(SANFLAGS_LIB) \
   -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) \
-  -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_OVERRIDE=$(OVERRIDE) -DHAK_PORTABLE=$(PORTABLE)
+  -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_OVERRIDE=$(OVERRIDE) -DHAK_PORTABLE=$(PORTABLE) -DHAK_TRACK=$(TRACK)
 LIB_SRCS := src/lock.c src/os.c src/class.c src/region.c src/superslab.c src/slab.c src/refill.c \
   src/front.c src/span.c src/large.c src/purge.c src/thread.c src/options.c src/stats.c \
   src/guard.c src/prof.c src/api.c
@@ -90,6 +99,7 @@ $(BUILD)/libhakmem.a: $(LIB_OBJS)
 # Tests that look inside (test_hakapi_*) see the library's build settings.
 CFLAGS_TEST := -std=gnu11 -D_GNU_SOURCE -O1 -g $(WARN) -Wno-missing-prototypes -Iinclude -Isrc $(SANFLAGS) \
   -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_DEBUG=$(DEBUG) -DHAK_PORTABLE=$(PORTABLE) \
+  -DHAK_TRACK=$(TRACK) \
   -fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc -fno-builtin-realloc
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
@@ -132,12 +142,17 @@ ifeq ($(DEBUG)$(SAN),0)
 	@sh tests/run.sh build-debug$(PORT_SUFFIX)
 endif
 
-# UBSan on the library and every test; TSan on the multi-threaded hak_ API tests.
+# UBSan on the library and every test; TSan on the multi-threaded hak_ API tests;
+# ASan (the hak_ API's blocks poisoned, src/track.h) on the hak_ API tests and
+# tests/test_asan.sh.
 test-sanitizers:
 	@$(MAKE) --no-print-directory SAN=undefined tests
 	@sh tests/run.sh build-ubsan
 	@$(MAKE) --no-print-directory SAN=thread lib $(patsubst tests/%.c,build-tsan/tests/%,$(wildcard tests/test_hakapi_*.c))
 	@sh tests/run.sh build-tsan
+	@$(MAKE) --no-print-directory SAN=address lib $(patsubst tests/%.c,build-asan/tests/%,$(wildcard tests/test_hakapi_*.c)) \
+	  build-asan/tests/plain_track_clean
+	@sh tests/run.sh build-asan
 
 # aarch64 under qemu-user (Debian: gcc-aarch64-linux-gnu g++-aarch64-linux-gnu
 # qemu-user libc6-dev-arm64-cross): tests/run.sh names and skips what qemu cannot run.
@@ -222,4 +237,4 @@ deb:
 
 clean:
 	rm -rf build build-debug build-ubsan build-tsan build-aarch64 build-deb build-portable \
-	  build-debug-portable
+	  build-debug-portable build-valgrind build-debug-valgrind build-asan

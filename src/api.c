@@ -107,6 +107,68 @@ void _hak_api_free_slow(void *p, const char *call) {
   else free_by_kind(p, call);
 }
 
+/* ---- tracked builds (track.h) ---------------------------------------------------- */
+/* The usable bytes of a block of ours, live or free (a free one is a double
+ * free the tool reports); 0 when p is not a block of ours. */
+static size_t owned_bytes(const void *p) {
+  int c = hak_block_class(p);
+  if (c < 0) c = _hak_span_class(p);
+  if (c >= 0) return _hak_classes[c].size;
+  if (c == -2) return 1;                         /* a free span block: poisoned already */
+  return _hak_large_usable(p);
+}
+
+/* p, from hakmem's own code, is handed out to the program with n bytes (a
+ * block of 0 bytes has 1: its usable size is never 0). */
+static inline void *handed_out(void *p, size_t n, bool zero) {
+  if (HAK_TRACK && p) {
+    hak_track_enter();
+    size_t usable = owned_bytes(p);
+    hak_track_leave();
+    hak_track_malloc(p, n ? n : 1, usable, zero);
+  }
+  return p;
+}
+
+#if HAK_TRACK
+void *_hak_api_malloc_tracked(size_t n) {
+  hak_track_enter();
+  void *p = _hak_api_malloc_slow(n);
+  hak_track_leave();
+  return handed_out(p, n, false);
+}
+
+/* The tool hears of the free first: once hakmem has the block, another
+ * thread may get it. A pointer that is not ours is hakmem's to judge. */
+void _hak_api_free_tracked(void *p, const char *call) {
+  if (!p) return;
+  hak_track_enter();
+  size_t usable = owned_bytes(p);
+  hak_track_leave();
+  if (usable) hak_track_free(p, usable);
+  hak_track_enter();
+  _hak_api_free_slow(p, call);
+  hak_track_leave();
+}
+
+/* realloc always moves a block of ours: the tool knows its size, hakmem
+ * does not. */
+static void *realloc_tracked(void *p, size_t n) {
+  hak_track_enter();
+  size_t usable = owned_bytes(p);
+  void *q = usable ? NULL : _hak_guard_foreign_realloc(p, n, "realloc");
+  hak_track_leave();
+  if (!usable) return q;
+  if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+  size_t old = hak_track_size(p, usable);
+  q = hak_malloc(n);
+  if (!q) return NULL;
+  memcpy(q, p, old < n ? old : n);
+  _hak_api_free_tracked(p, "realloc");
+  return q;
+}
+#endif
+
 /* ---- the API ------------------------------------------------------------------ */
 HAK_API void *hak_malloc(size_t n) { return hak_malloc_inline(n); }
 HAK_API void hak_free(void *p) { hak_free_inline(p); }
@@ -114,7 +176,7 @@ HAK_API void hak_free(void *p) { hak_free_inline(p); }
 HAK_API void *hak_calloc(size_t count, size_t size) {
   size_t n;
   if (__builtin_mul_overflow(count, size, &n)) { errno = ENOMEM; return NULL; }
-  if (n > HAK_MID_MAX) {
+  if (n > HAK_MID_MAX && !HAK_TRACK) {             /* tracked: malloc and memset */
     if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
     return large_alloc_retry(n, 0, true);         /* fresh mappings are zero */
   }
@@ -123,17 +185,30 @@ HAK_API void *hak_calloc(size_t count, size_t size) {
   return p;
 }
 
-HAK_API size_t hak_malloc_usable_size(const void *p) {
-  if (!p) return 0;
+static size_t usable_size(const void *p) {
   int c = live_class((void *)p, "malloc_usable_size");
   if (c >= 0) return _hak_classes[c].size;
   size_t large = _hak_large_usable(p);
   return large ? large : _hak_guard_foreign_usable(p, "malloc_usable_size");
 }
 
+/* Tracked builds: the size the block was asked with, as the tools' own
+ * malloc_usable_size says. */
+HAK_API size_t hak_malloc_usable_size(const void *p) {
+  if (!p) return 0;
+  hak_track_enter();
+  size_t usable = usable_size(p), owned = HAK_TRACK ? owned_bytes(p) : 0;
+  hak_track_leave();
+  return owned ? hak_track_size(p, usable) : usable;
+}
+
 /* glibc's realloc(p, 0) frees p and returns NULL. */
 HAK_API void *hak_realloc(void *p, size_t n) {
   if (!p) return hak_malloc(n);
+#if HAK_TRACK
+  if (n == 0) { _hak_api_free_tracked(p, "realloc"); return NULL; }
+  return realloc_tracked(p, n);
+#endif
   if (n == 0) { _hak_api_free_slow(p, "realloc"); return NULL; }
   if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   size_t old;
@@ -167,16 +242,19 @@ static bool power_of_two(size_t x) { return x && !(x & (x - 1)); }
 static void *aligned_alloc_pow2(size_t align, size_t n) {
   if (align <= HAK_MIN_ALIGN) return hak_malloc(n);
   if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+  hak_track_enter();
+  void *p;
   int c = _hak_class_for_aligned(n, align);
   if (c >= 0) {                                  /* every block of c is aligned enough */
-    void *p = HAK_UNLIKELY(_hak_prof_mode) ? _hak_prof_alloc(n, align, false) : NULL;
-    if (p) return p;
-    p = _hak_front_alloc_slow((unsigned)c);
+    p = HAK_UNLIKELY(_hak_prof_mode) ? _hak_prof_alloc(n, align, false) : NULL;
+    if (!p) p = _hak_front_alloc_slow((unsigned)c);
     if (HAK_UNLIKELY(!p) && hak_malloc_trim(0)) p = _hak_front_alloc_slow((unsigned)c);
     if (HAK_UNLIKELY(!p)) errno = ENOMEM;
-    return p;
+  } else {
+    p = large_alloc_retry(n, align, false);
   }
-  return large_alloc_retry(n, align, false);
+  hak_track_leave();
+  return handed_out(p, n, false);
 }
 
 HAK_API int hak_posix_memalign(void **out, size_t align, size_t n) {
@@ -221,10 +299,12 @@ HAK_API void hak_free_aligned_sized(void *p, size_t align, size_t n) {
  * SuperSlabs and cached Large mappings go back to the OS. */
 HAK_API int hak_malloc_trim(size_t pad) {
   (void)pad;
+  hak_track_enter();
   struct hak_heap *h = _hak_thread_tls.heap;
   if (h) _hak_thread_flush(h);
   size_t released = _hak_purge_all();
   _hak_class_table_release();
+  hak_track_leave();
   return released > 0;
 }
 

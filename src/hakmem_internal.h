@@ -34,6 +34,8 @@
  *   prim.h      the fast path's accesses that depend on the architecture and
  *               the C library (thread list heads, credits, the TCB word): the
  *               x86-64 glibc form and its portable C twin, one contract
+ *   track.h     what a memory checker is told about blocks (Valgrind
+ *               memcheck, ASan, or nothing: the default), one contract
  *
  * Who owns each mechanism: SuperSlab superslab.c (mapped by region.c);
  * ownership map region.c; thread front front.c (fast paths below); warm
@@ -57,6 +59,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "hakmem.h"
+#include "track.h"      /* before the visibility pragma: the tools' own declarations */
 
 /* Everything declared below is internal to the library (direct access, no
  * GOT); the public functions are marked HAK_API. */
@@ -753,6 +756,11 @@ void  _hak_prof_moved(void *p, void *q);  /* a Large realloc moved p to q */
 /* ---- api.c ----------------------------------------------------------------- */
 HAK_SLOW void *_hak_api_malloc_slow(size_t n);
 HAK_SLOW void  _hak_api_free_slow(void *p, const char *call);
+#if HAK_TRACK
+/* Tracked builds (track.h): every malloc and free, announced to the tool. */
+void *_hak_api_malloc_tracked(size_t n);
+void  _hak_api_free_tracked(void *p, const char *call);
+#endif
 
 /* ======================================================================= */
 /* Fast paths                                                                */
@@ -815,6 +823,9 @@ HAK_FAST void *hak_list_pop(intptr_t e) {
  * an empty list: the TCB word in the x86-64 glibc form, slot 0 in the portable twin); everything else
  * is _hak_api_malloc_slow. */
 HAK_FAST void *hak_malloc_inline(size_t n) {
+#if HAK_TRACK
+  return _hak_api_malloc_tracked(n);        /* no fast path: track.h */
+#endif
   if (HAK_LIKELY(n <= HAK_TABLE_MAX)) {
     void *b = hak_list_pop(HAK_RACY_LOAD(_hak_class_front_of_size[n]));
     if (HAK_LIKELY(b != NULL)) return b;
@@ -829,6 +840,10 @@ HAK_FAST void *hak_malloc_inline(size_t n) {
  * anything else (span blocks, other regions, Large, foreign, bad pointers)
  * to _hak_api_free_slow. */
 HAK_FAST void hak_free_inline(void *p) {
+#if HAK_TRACK
+  _hak_api_free_tracked(p, "free");         /* no fast path: track.h */
+  return;
+#endif
   uintptr_t a = (uintptr_t)p, s = a >> HAK_REGION_SHIFT;
   if (HAK_LIKELY(s < HAK_HOME_BASE + HAK_NFRONT &&
                  hak_block_test((uint32_t)a, hak_map_magic(s), hak_map_limit(s)))) {

@@ -47,6 +47,7 @@ static struct large_entry *table_find(uintptr_t addr) {
 static bool table_grow(void) {
   size_t cap = table_cap ? table_cap * 2 : 1024;
   struct large_entry *t = _hak_os_map(cap * sizeof *t);
+  if (t) hak_track_meta(t, cap * sizeof *t);      /* its addresses keep no leak reachable */
   if (!t) return false;
   for (size_t i = 0; i < table_cap; i++) {
     if (!table[i].addr) continue;
@@ -145,6 +146,7 @@ static int cache_find_at(uintptr_t addr, size_t bytes) {
 }
 
 static void unmap_block(uintptr_t addr, size_t bytes) {
+  hak_track_mem_undefined((void *)addr, bytes);   /* no poison left for the next mapping there */
   _hak_os_unmap((void *)addr, bytes);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, -(int64_t)bytes);
 }
@@ -191,7 +193,8 @@ static void cache_put(uintptr_t addr, size_t bytes, size_t dirty) {
 static size_t move_parts(uintptr_t p, const struct large_entry *parts, unsigned n) {
   size_t off = 0, dirty = 0;
   for (unsigned k = 0; k < n; off += parts[k++].bytes) {
-    if (_hak_os_move((void *)parts[k].addr, parts[k].bytes, (void *)(p + off))) {
+    hak_track_mem_undefined((void *)parts[k].addr, parts[k].bytes);   /* unmapped by the move: */
+    if (_hak_os_move((void *)parts[k].addr, parts[k].bytes, (void *)(p + off))) {   /* no poison left */
       _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, -(int64_t)parts[k].bytes);
       if (parts[k].dirty) dirty = off + parts[k].dirty;
     } else {

@@ -86,15 +86,22 @@ uint64_t _hak_os_now_ns(void) {
 hak_lock_t _hak_os_meta_lock;
 static char *meta_cur, *meta_end;
 
+/* A memory checker neither checks nor scans metadata (track.h). */
+static void *meta_map(size_t bytes) {
+  void *p = _hak_os_map(bytes);
+  if (p) hak_track_meta(p, bytes);
+  return p;
+}
+
 void *_hak_os_meta_alloc(size_t bytes) {
   bytes = (bytes + HAK_CACHELINE - 1) & ~(size_t)(HAK_CACHELINE - 1);
   if (bytes >= HAK_META_CHUNK / 4) {            /* big: a mapping of its own */
     size_t rounded = (bytes + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1);
-    return _hak_os_map(rounded);
+    return meta_map(rounded);
   }
   hak_lock(&_hak_os_meta_lock);
   if ((size_t)(meta_end - meta_cur) < bytes) {
-    char *chunk = _hak_os_map(HAK_META_CHUNK);
+    char *chunk = meta_map(HAK_META_CHUNK);
     if (!chunk) { hak_unlock(&_hak_os_meta_lock); return NULL; }
     meta_cur = chunk;
     meta_end = chunk + HAK_META_CHUNK;

@@ -107,6 +107,7 @@ static struct hak_superslab *region_grow(struct hak_region *r) {
   }
   struct hak_superslab *ss = ss_header(r, r->ss_mapped);
   if (!ss) { _hak_os_unmap((void *)at, k->ss_bytes); return NULL; }
+  hak_track_mem_noaccess((void *)at, k->ss_bytes);   /* no block handed out yet (track.h) */
   r->ss_mapped++;
   _hak_superslab_mapped(ss);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)k->ss_bytes);

@@ -171,6 +171,7 @@ static bool span_map_to(uint32_t end) {
   uintptr_t at = SPAN_BASE + ((uintptr_t)span.mapped << HAK_SPAN_PAGE_SHIFT);
   if (!_hak_os_map_at(at, bytes) &&
       !(errno == ENOMEM && _hak_large_trim() && _hak_os_map_at(at, bytes))) return false;
+  hak_track_mem_noaccess((void *)at, bytes);       /* no block handed out yet (track.h) */
   span.mapped += (uint32_t)(bytes >> HAK_SPAN_PAGE_SHIFT);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)bytes);
   return true;
@@ -193,6 +194,7 @@ static uintptr_t page_addr(uint32_t i) { return SPAN_BASE + ((uintptr_t)i << HAK
 /* Pages [i, i + len) of an unmapped free run are mapped again. */
 static bool pages_remap(uint32_t i, uint32_t len) {
   if (!_hak_os_map_at(page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT)) return false;
+  hak_track_mem_noaccess((void *)page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)len << HAK_SPAN_PAGE_SHIFT);
   return true;
 }

@@ -215,16 +215,20 @@ static void report_json(int fd, const struct hak_stats *st) {
 
 HAK_API void hak_stats_print(void) {
   struct hak_stats st;
+  hak_track_enter();                               /* heaps are metadata (track.h) */
   stats_snapshot(&st);
   report_text(2, &st);
+  hak_track_leave();
 }
 
 HAK_API int hak_stats_write_json(const char *path) {
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return -1;
   struct hak_stats st;
+  hak_track_enter();
   stats_snapshot(&st);
   report_json(fd, &st);
+  hak_track_leave();
   return close(fd);
 }
 

@@ -61,8 +61,17 @@ void _hak_thread_init(void) {
   if (_hak_options_get(HAK_OPT_PRINT_OPTIONS)) _hak_options_print();
 }
 
-__attribute__((constructor)) static void hak_boot(void) { _hak_thread_init(); }
-__attribute__((destructor)) static void hak_shutdown(void) { _hak_stats_at_exit(); }
+/* Both read and write metadata (track.h). */
+__attribute__((constructor)) static void hak_boot(void) {
+  hak_track_enter();
+  _hak_thread_init();
+  hak_track_leave();
+}
+__attribute__((destructor)) static void hak_shutdown(void) {
+  hak_track_enter();
+  _hak_stats_at_exit();
+  hak_track_leave();
+}
 
 static struct hak_heap *heap_create(void) {
   _hak_thread_init();
@@ -104,6 +113,7 @@ void _hak_thread_flush(struct hak_heap *h) {
 static void thread_exit(void *arg) {
   struct hak_heap *h = arg;
   if (!h || h != _hak_thread_tls.heap) return;
+  hak_track_enter();                         /* free blocks and metadata (track.h) */
   _hak_thread_flush(h);
   h->stats.threads_exited++;
   _hak_stats_merge_heap(h);
@@ -115,6 +125,7 @@ static void thread_exit(void *arg) {
   h->next_free = heaps_free;
   heaps_free = h;
   hak_unlock(&_hak_thread_heaps_lock);
+  hak_track_leave();
 }
 
 void _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg) {
