@@ -154,7 +154,7 @@ static bool table_map_to(uint32_t end) {
   size_t most = (size_t)SPAN_TABLE_PAGES << HAK_SPAN_PAGE_SHIFT;
   if (need > most) need = most;
   if (need <= span.table_mapped) return true;
-  if (!_hak_os_map_at((uintptr_t)span.page + span.table_mapped, need - span.table_mapped)) return false;
+  if (!_hak_os_map_table_at((uintptr_t)span.page + span.table_mapped, need - span.table_mapped)) return false;
   span.table_mapped = need;
   return true;
 }
@@ -172,7 +172,6 @@ static bool span_map_to(uint32_t end) {
   if (!_hak_os_map_at(at, bytes) &&
       !(errno == ENOMEM && _hak_large_trim() && _hak_os_map_at(at, bytes))) return false;
   span.mapped += (uint32_t)(bytes >> HAK_SPAN_PAGE_SHIFT);
-  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)bytes);
   return true;
 }
 
@@ -192,14 +191,11 @@ static uintptr_t page_addr(uint32_t i) { return SPAN_BASE + ((uintptr_t)i << HAK
 
 /* Pages [i, i + len) of an unmapped free run are mapped again. */
 static bool pages_remap(uint32_t i, uint32_t len) {
-  if (!_hak_os_map_at(page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT)) return false;
-  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)len << HAK_SPAN_PAGE_SHIFT);
-  return true;
+  return _hak_os_map_at(page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT) != NULL;
 }
 
 static void pages_unmap(uint32_t i, uint32_t len) {
   _hak_os_unmap((void *)page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT);
-  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, -((int64_t)len << HAK_SPAN_PAGE_SHIFT));
 }
 
 /* A used run of len pages for class c, or SPAN_NONE when the slot is full
