@@ -81,8 +81,9 @@ static inline int span_push(void *p, unsigned *f) {
   if (a >> HAK_REGION_SHIFT != HAK_SPAN_SLOT) return 0;
   void **b = p;
   void *key = HAK_FREE_KEY;
-  *f = HAK_RACY_LOAD(_hak_span_front[(uint32_t)a >> HAK_SPAN_STEP_SHIFT]);
-  if (*f == 0 || (a & (HAK_SPAN_COLOR_STEP - 1)) != 0 || b[1] == key) return 0;
+  uint32_t o = (uint32_t)a;
+  *f = HAK_RACY_LOAD(_hak_span_front[o >> HAK_SPAN_PAGE_SHIFT]);
+  if (*f == 0 || (o & (HAK_PAGE - 1)) != hak_span_start_offset(o) || b[1] == key) return 0;
   if (!hak_home_push(*f + HAK_HOME_BASE, b)) return -1;
   b[1] = key;
 #if HAK_FAST_STATS

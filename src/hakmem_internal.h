@@ -614,11 +614,12 @@ void  _hak_front_init(void);                      /* after the options          
  * rings would hold back. */
 #define HAK_SPAN_FIRST      (HAK_NTINY + 16)
 /* Its slot, and its pages: a block starts HAK_SPAN_COLOR_STEP * (page %
- * HAK_SPAN_COLORS) bytes into its run's first page. _hak_span_front has a
- * byte per HAK_SPAN_COLOR_STEP of the slot: HAK_FRONT(class) at a used
- * block's start, 0 everywhere else (written under the heap's lock, read by
- * the slow free (api.c); 16 MiB of address space, a page of it resident per MiB of
- * the heap). */
+ * HAK_SPAN_COLORS) bytes into its run's first page (hak_span_start_offset).
+ * _hak_span_front has a byte per page of the slot: HAK_FRONT(class) at the
+ * first page of a used run, 0 everywhere else (written under the heap's
+ * lock, read by the slow free (api.c); 1 MiB of address space, a page of it
+ * resident per 16 MiB of the heap: under an address-space limit every
+ * mapped byte counts, a table of a byte per 256 B took 16 MiB). */
 #define HAK_SPAN_SLOT       (HAK_HOME_BASE + HAK_NFRONT)   /* past the home slots: */
 _Static_assert(HAK_SPAN_SLOT < HAK_FIRST_SLOT, "the inline free's first compare sends its blocks on");
 #define HAK_SPAN_PAGE_SHIFT 12
@@ -626,7 +627,12 @@ _Static_assert(HAK_SPAN_SLOT < HAK_FIRST_SLOT, "the inline free's first compare 
 #define HAK_SPAN_COLORS     8u
 #define HAK_SPAN_STEP_SHIFT 8
 #define HAK_SPAN_COLOR_STEP (1u << HAK_SPAN_STEP_SHIFT)
-extern uint8_t _hak_span_front[1u << (HAK_REGION_SHIFT - HAK_SPAN_STEP_SHIFT)];
+extern uint8_t _hak_span_front[HAK_SPAN_PAGES];
+/* Where a block starts in its page: o is an offset in the slot, (o >> 12)
+ * its page; a block start has o % HAK_PAGE equal to this. */
+static inline uint32_t hak_span_start_offset(uint32_t o) {
+  return (o >> (HAK_SPAN_PAGE_SHIFT - HAK_SPAN_STEP_SHIFT)) & ((HAK_SPAN_COLORS - 1) << HAK_SPAN_STEP_SHIFT);
+}
 unsigned _hak_span_take(unsigned c, unsigned max, void **chain);  /* 0: out of memory */
 void   _hak_span_return(unsigned c, void *chain);
 int    _hak_span_class(const void *p);            /* -1: not a block start, -2: freed */

@@ -65,12 +65,10 @@ static struct {
   uint64_t nonempty[(SPAN_BUCKETS + 63) / 64];
 } span;
 
-uint8_t _hak_span_front[1u << (HAK_REGION_SHIFT - HAK_SPAN_STEP_SHIFT)];
+uint8_t _hak_span_front[HAK_SPAN_PAGES];
 
-/* The entry of _hak_span_front at the block start of a run at page i. */
-static uint8_t *front_of(uint32_t i) {
-  return &_hak_span_front[(i << (HAK_SPAN_PAGE_SHIFT - HAK_SPAN_STEP_SHIFT)) + i % HAK_SPAN_COLORS];
-}
+/* The entry of _hak_span_front of a run at page i. */
+static uint8_t *front_of(uint32_t i) { return &_hak_span_front[i]; }
 
 static unsigned bucket_of(uint32_t len) { return len < SPAN_BUCKETS ? len : 0; }
 
@@ -295,7 +293,8 @@ static uint32_t class_pages(unsigned c) {
 }
 
 static uintptr_t block_at(uint32_t i) {
-  return SPAN_BASE + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT) + (i % HAK_SPAN_COLORS) * HAK_SPAN_COLOR_STEP;
+  uint32_t o = i << HAK_SPAN_PAGE_SHIFT;
+  return SPAN_BASE + o + hak_span_start_offset(o);
 }
 
 /* Up to max blocks of span class c as a list linked through word 0, each with
@@ -400,7 +399,7 @@ static void span_unmap_top(void) {
   }
   if (span.mapped > top) {                  /* their page table and front entries (all 0) */
     purge_entries(&span.page[top], &span.page[span.mapped]);
-    purge_entries(front_of(top) - top % HAK_SPAN_COLORS, front_of(span.mapped) - span.mapped % HAK_SPAN_COLORS);
+    purge_entries(front_of(top), front_of(span.mapped));
     if (span.mapped > unmap_from) pages_unmap(unmap_from, span.mapped - unmap_from);
     span.mapped = top;
   }
