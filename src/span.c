@@ -34,9 +34,9 @@ enum { SPAN_UNSET = 0, SPAN_FREE = 1, SPAN_USED = 2 };
  * run's first and last entries hold its length and state, the last one with
  * tail set when the run is longer than a page, and its inner entries are
  * unset; runs tile pages [0, top); no two free runs touch; a free run is on
- * the bucket of its length; the _hak_span_front entry at the block start
- * of a run at page i (front_of(i)) is HAK_FRONT(class) when the run is
- * used, else 0, and every other entry is 0; an unmapped run is free and
+ * the bucket of its length; the _hak_span_front entry of a run's first
+ * page i (front_of(i)) is HAK_FRONT(class) when the run is used, else 0,
+ * and every other entry is 0; an unmapped run is free and
  * not dirty, and runs lie below mapped, in pages the page table maps. */
 struct span_page {
   uint32_t len;             /* run length in pages                          */
