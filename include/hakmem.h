@@ -44,6 +44,18 @@ struct mallinfo2 hak_mallinfo2(void);
 void   hak_stats_print(void);
 /* Writes the counters as JSON to path; returns 0, or -1 with errno set. */
 int    hak_stats_write_json(const char *path);
+/* The memory limit: hakmem keeps at most bytes mapped (blocks, and its
+ * own tables and metadata; 0: no limit). Past a soft limit it gives back
+ * every free page and cached range, ignoring the purge delay, before it
+ * maps more, and maps more when that was not enough; past a hard limit
+ * (hard != 0) the allocation then fails: NULL with errno ENOMEM (operator
+ * new throws std::bad_alloc). The environment sets it at start-up:
+ * HAKMEM_LIMIT_MB=N or =cgroup (the cgroup v2 memory.max of the process),
+ * HAKMEM_LIMIT=soft|hard. Blocks already mapped stay valid when a limit
+ * is set below what is mapped. Returns 0. */
+int    hak_set_limit(size_t bytes, int hard);
+/* The limit in bytes (0: none); *hard (when not NULL) = 1 for a hard one. */
+size_t hak_limit(int *hard);
 
 /* Heap profile (HAKMEM_PROF=1 or leaks): writes the live sampled blocks by
  * allocation site, their estimated bytes and counts, and the process's

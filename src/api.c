@@ -13,38 +13,55 @@ static void *route_alloc(size_t n) {
   return p;
 }
 
-/* Out of memory: everything cached and held in reserve goes back (this
- * thread's lists and slabs, cached Large ranges, free slabs, empty
- * SuperSlabs at the top of their regions, the span heap's free runs, their
- * address space included) before one more try. */
-static void *large_alloc_retry(size_t n, size_t align, bool zero) {
-  void *p = HAK_UNLIKELY(_hak_prof_mode) ? _hak_prof_alloc(n, align, zero) : NULL;
-  if (p) return p;
-  p = _hak_large_alloc(n, align, zero);
-  if (HAK_UNLIKELY(!p) && hak_malloc_trim(0)) p = _hak_large_alloc(n, align, zero);
-  if (HAK_UNLIKELY(!p)) errno = ENOMEM;
+/* One allocation of the slow paths: a class block (cls >= 0: every block
+ * of the class honours align), else n bytes routed by size (align 0, not
+ * zeroed) or a Large block. */
+struct request { size_t n, align; int cls; bool zero; };
+
+static void *request_try(const struct request *r) {
+  if (r->cls >= 0) return _hak_front_alloc_slow((unsigned)r->cls);
+  if (!r->align && !r->zero) return route_alloc(r->n);
+  return _hak_large_alloc(r->n, r->align, r->zero);
+}
+
+/* Out of memory, or past the memory limit (os.c refuses the mapping):
+ * everything cached and held in reserve goes back (this thread's lists and
+ * slabs, cached Large ranges, free slabs, empty SuperSlabs at the top of
+ * their regions, the span heap's free runs, their address space included)
+ * before one more try. Still none under a soft limit: the block is mapped
+ * past it. Still none: a class that cannot map its next SuperSlab (2 MiB)
+ * or span pages can still be served by a mapping of its own (whole pages:
+ * Large), as route_alloc does for the sizes above L2. */
+static HAK_SLOW void *request_retry(const struct request *r) {
+  bool trimmed = hak_malloc_trim(0);
+  void *p = trimmed ? request_try(r) : NULL;
+  bool own = r->cls >= 0 || r->n <= HAK_L2_MAX;
+  if (!p && _hak_os_limit_relieve()) {
+    _hak_os_limit_waive(true);
+    p = request_try(r);
+    _hak_os_limit_waive(false);
+  }
+  if (!p && own) p = _hak_large_alloc(r->n, r->align, r->zero);
+  if (!p) errno = ENOMEM;                       /* whatever the trim's system calls left */
   return p;
 }
 
-/* HAK_SLOW: every malloc the inline path could not serve. Out of memory,
- * it gives back what it caches and tries once more. */
+static void *request_alloc(const struct request *r) {
+  if (HAK_UNLIKELY(_hak_prof_mode)) {             /* charged; sampled when it crosses */
+    void *s = _hak_prof_alloc(r->n, r->align, r->zero);
+    if (s) return s;
+  }
+  void *p = request_try(r);
+  return HAK_LIKELY(p) ? p : request_retry(r);
+}
+
+/* HAK_SLOW: every malloc the inline path could not serve. */
 void *_hak_api_malloc_slow(size_t n) {
   struct hak_heap *h = _hak_thread_tls.heap;
   if (h) h->stats.malloc_slow++;
   _hak_purge_tick();
   if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-  if (HAK_UNLIKELY(_hak_prof_mode)) {             /* charged; sampled when it crosses */
-    void *s = _hak_prof_alloc(n, 0, false);
-    if (s) return s;
-  }
-  void *p = route_alloc(n);
-  if (HAK_UNLIKELY(!p) && hak_malloc_trim(0)) p = route_alloc(n);
-  /* Still none: a class that cannot map its next SuperSlab (2 MiB) can
-   * still be served by a mapping of its own (whole pages: Large), as
-   * route_alloc does for the sizes above L2. */
-  if (HAK_UNLIKELY(!p) && n <= HAK_L2_MAX) p = _hak_large_alloc(n, 0, false);
-  if (HAK_UNLIKELY(!p)) errno = ENOMEM;         /* whatever the trim's system calls left */
-  return p;
+  return request_alloc(&(struct request){ n, 0, -1, false });
 }
 
 /* A live block of ours: its class (>= 0), or -1 when p is not a class block
@@ -68,8 +85,9 @@ static inline int span_push(void *p, unsigned *f) {
   if (a >> HAK_REGION_SHIFT != HAK_SPAN_SLOT) return 0;
   void **b = p;
   void *key = HAK_FREE_KEY;
-  *f = HAK_RACY_LOAD(_hak_span_front[(uint32_t)a >> HAK_SPAN_STEP_SHIFT]);
-  if (*f == 0 || (a & (HAK_SPAN_COLOR_STEP - 1)) != 0 || b[1] == key) return 0;
+  uint32_t o = (uint32_t)a;
+  *f = HAK_RACY_LOAD(_hak_span_front[o >> HAK_SPAN_PAGE_SHIFT]);
+  if (*f == 0 || (o & (HAK_PAGE - 1)) != hak_span_start_offset(o) || b[1] == key) return 0;
   if (!hak_home_push(*f + HAK_HOME_BASE, b)) return -1;
   b[1] = key;
 #if HAK_FAST_STATS
@@ -178,7 +196,7 @@ HAK_API void *hak_calloc(size_t count, size_t size) {
   if (__builtin_mul_overflow(count, size, &n)) { errno = ENOMEM; return NULL; }
   if (n > HAK_MID_MAX && !HAK_TRACK) {             /* tracked: malloc and memset */
     if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-    return large_alloc_retry(n, 0, true);         /* fresh mappings are zero */
+    return request_alloc(&(struct request){ n, 0, -1, true });   /* Large zeroes only dirty bytes */
   }
   void *p = hak_malloc_inline(n);
   if (p) memset(p, 0, n);
@@ -245,14 +263,7 @@ static void *aligned_alloc_pow2(size_t align, size_t n) {
   hak_track_enter();
   void *p;
   int c = _hak_class_for_aligned(n, align);
-  if (c >= 0) {                                  /* every block of c is aligned enough */
-    p = HAK_UNLIKELY(_hak_prof_mode) ? _hak_prof_alloc(n, align, false) : NULL;
-    if (!p) p = _hak_front_alloc_slow((unsigned)c);
-    if (HAK_UNLIKELY(!p) && hak_malloc_trim(0)) p = _hak_front_alloc_slow((unsigned)c);
-    if (HAK_UNLIKELY(!p)) errno = ENOMEM;
-  } else {
-    p = large_alloc_retry(n, align, false);
-  }
+  p = request_alloc(&(struct request){ n, align, c, false });   /* c >= 0: every block of c is aligned enough */
   hak_track_leave();
   return handed_out(p, n, false);
 }
@@ -309,6 +320,20 @@ HAK_API int hak_malloc_trim(size_t pad) {
 }
 
 HAK_API void hak_collect(void) { (void)hak_malloc_trim(0); }
+
+HAK_API int hak_set_limit(size_t bytes, int hard) {
+  _hak_thread_init();
+  _hak_os_limit_set(bytes, hard != 0);
+  return 0;
+}
+
+HAK_API size_t hak_limit(int *hard) {
+  _hak_thread_init();
+  bool h;
+  size_t bytes = _hak_os_limit_get(&h);
+  if (hard) *hard = h;
+  return bytes;
+}
 
 HAK_API struct mallinfo2 hak_mallinfo2(void) {
   struct mallinfo2 mi;

@@ -437,7 +437,7 @@ struct hak_stats {
  * label, doc); stats.c generates the report and the JSON from this list.
  * The SuperSlab counts per state are reported by state. */
 #define HAK_GAUGES(X) \
-  X(bytes_mapped,       PEAK, KIB,   "mapped",      "bytes mapped: class regions, the span heap, Large blocks") \
+  X(bytes_mapped,       PEAK, KIB,   "mapped",      "bytes mapped: class regions, the span heap, Large blocks, hakmem's tables and metadata") \
   X(bytes_in_use,       PEAK, KIB,   "in use",      "bytes of blocks out of slabs, span runs and Large blocks") \
   X(bytes_large,        PEAK, KIB,   "Large",       "bytes of live Large blocks") \
   X(bytes_large_cached, NONE, KIB,   "large cache", "bytes of freed Large ranges kept for reuse") \
@@ -550,9 +550,13 @@ struct hak_heap {
 };
 
 /* ---- os.c ------------------------------------------------------------------ */
+/* Every mapping is counted in the bytes_mapped gauge. Mappings of blocks
+ * are refused past the memory limit (NULL, errno ENOMEM); tables are not. */
 void  *_hak_os_map(size_t bytes);                 /* NULL on failure          */
 void  *_hak_os_map_at(uintptr_t addr, size_t bytes); /* exactly there or NULL */
 void  *_hak_os_map_aligned(size_t bytes, size_t align);
+void  *_hak_os_map_table(size_t bytes);           /* hakmem's own tables      */
+void  *_hak_os_map_table_at(uintptr_t addr, size_t bytes);
 void   _hak_os_unmap(void *p, size_t bytes);
 void   _hak_os_purge(void *p, size_t bytes);     /* give pages back, keep range */
 void   _hak_os_zero(void *p, size_t bytes);      /* the same for a table: reads 0 again */
@@ -561,6 +565,15 @@ bool   _hak_os_move(void *from, size_t bytes, void *to);  /* mremap to a fixed p
 void  *_hak_os_meta_alloc(size_t bytes);          /* zeroed, never freed      */
 uint64_t _hak_os_now_ns(void);
 uint32_t _hak_os_now_ms(void);                    /* coarse, cheap            */
+void   _hak_os_limit_set(size_t bytes, bool hard);  /* 0: no limit              */
+size_t _hak_os_limit_get(bool *hard);
+bool   _hak_os_limit_relieve(void);              /* after a trim; true: map past it once */
+void   _hak_os_limit_waive(bool on);             /* this thread maps past the bar */
+void   _hak_os_limit_init(void);                 /* from the options, at init */
+/* The cgroup v2 memory.max of the process, the smallest along its path
+ * (cgroup_file: /proc/self/cgroup; root: /sys/fs/cgroup); 0: no limit or
+ * none found. Reads files with system calls only (no malloc). */
+size_t _hak_os_cgroup_limit(const char *cgroup_file, const char *root);
 
 /* ---- class.c --------------------------------------------------------------- */
 void     _hak_class_init(void);
@@ -623,11 +636,12 @@ void  _hak_front_init(void);                      /* after the options          
  * rings would hold back. */
 #define HAK_SPAN_FIRST      (HAK_NTINY + 16)
 /* Its slot, and its pages: a block starts HAK_SPAN_COLOR_STEP * (page %
- * HAK_SPAN_COLORS) bytes into its run's first page. _hak_span_front has a
- * byte per HAK_SPAN_COLOR_STEP of the slot: HAK_FRONT(class) at a used
- * block's start, 0 everywhere else (written under the heap's lock, read by
- * the slow free (api.c); 16 MiB of address space, a page of it resident per MiB of
- * the heap). */
+ * HAK_SPAN_COLORS) bytes into its run's first page (hak_span_start_offset).
+ * _hak_span_front has a byte per page of the slot: HAK_FRONT(class) at the
+ * first page of a used run, 0 everywhere else (written under the heap's
+ * lock, read by the slow free (api.c); 1 MiB of address space, a page of it
+ * resident per 16 MiB of the heap: under an address-space limit every
+ * mapped byte counts, a table of a byte per 256 B took 16 MiB). */
 #define HAK_SPAN_SLOT       (HAK_HOME_BASE + HAK_NFRONT)   /* past the home slots: */
 _Static_assert(HAK_SPAN_SLOT < HAK_FIRST_SLOT, "the inline free's first compare sends its blocks on");
 #define HAK_SPAN_PAGE_SHIFT 12
@@ -635,7 +649,12 @@ _Static_assert(HAK_SPAN_SLOT < HAK_FIRST_SLOT, "the inline free's first compare 
 #define HAK_SPAN_COLORS     8u
 #define HAK_SPAN_STEP_SHIFT 8
 #define HAK_SPAN_COLOR_STEP (1u << HAK_SPAN_STEP_SHIFT)
-extern uint8_t _hak_span_front[1u << (HAK_REGION_SHIFT - HAK_SPAN_STEP_SHIFT)];
+extern uint8_t _hak_span_front[HAK_SPAN_PAGES];
+/* Where a block starts in its page: o is an offset in the slot, (o >> 12)
+ * its page; a block start has o % HAK_PAGE equal to this. */
+static inline uint32_t hak_span_start_offset(uint32_t o) {
+  return (o >> (HAK_SPAN_PAGE_SHIFT - HAK_SPAN_STEP_SHIFT)) & ((HAK_SPAN_COLORS - 1) << HAK_SPAN_STEP_SHIFT);
+}
 unsigned _hak_span_take(unsigned c, unsigned max, void **chain);  /* 0: out of memory */
 void   _hak_span_return(unsigned c, void *chain);
 int    _hak_span_class(const void *p);            /* -1: not a block start, -2: freed */
@@ -675,6 +694,7 @@ void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry l
  *   BOOL    0 or 1 (a number clamped to 0..1)
  *   ENUM    one of its words ("abort|ignore"); the value is the word's
  *           index (a number lo..hi is taken too)
+ *   NUMBER with words: a number, or word i, whose value is -1 - i
  *   LIST    comma-separated numbers, one per class from the tier's first
  *           (_hak_options_list); an empty item is 0
  *   REPORT  0, 1, or json:PATH (value 2; the path is _hak_options_path)
@@ -695,6 +715,8 @@ void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry l
   X(LARGE_CACHE_LIVE_PCT, NUMBER, 100, 0, 1000, NULL, "percent of the live Large bytes the cache may keep when that is more than HAKMEM_LARGE_CACHE_MB") \
   X(PURGE_DELAY_MS,  NUMBER, 50, 0, 60000, NULL, "ms before a free slab or cached Large range goes back to the OS, and an untouched thread list to the slabs") \
   X(EMPTY_KEEP,      NUMBER,  1, 0, 64, NULL,   "empty SuperSlabs per class kept committed for reuse") \
+  X(LIMIT_MB,        NUMBER,  0, 0, 100000000, "cgroup", "MiB hakmem may keep mapped (0: no limit); cgroup: the memory.max of the process's cgroup v2") \
+  X(LIMIT,           ENUM,    0, 0, 1, "soft|hard", "soft: past HAKMEM_LIMIT_MB hakmem trims before it maps more; hard: and then fails the allocation (ENOMEM)") \
   X(INVALID_FREE,    ENUM,    0, 0, 1, "abort|ignore", "abort: an invalid free aborts; ignore: it is counted and skipped") \
   X(PROF,            ENUM,    0, 0, 2, "0|1|leaks", "heap profiler: 1 samples allocations with their stacks and writes a profile at exit (hakmem prof FILE); leaks: a leak report at exit") \
   X(PROF_SAMPLE,     NUMBER, 524288, 1, 100000000, NULL, "bytes allocated per sample, on average (exponential intervals)") \

@@ -46,7 +46,7 @@ static struct large_entry *table_find(uintptr_t addr) {
 
 static bool table_grow(void) {
   size_t cap = table_cap ? table_cap * 2 : 1024;
-  struct large_entry *t = _hak_os_map(cap * sizeof *t);
+  struct large_entry *t = _hak_os_map_table(cap * sizeof *t);
   if (t) hak_track_meta(t, cap * sizeof *t);      /* its addresses keep no leak reachable */
   if (!t) return false;
   for (size_t i = 0; i < table_cap; i++) {
@@ -148,7 +148,6 @@ static int cache_find_at(uintptr_t addr, size_t bytes) {
 static void unmap_block(uintptr_t addr, size_t bytes) {
   hak_track_mem_undefined((void *)addr, bytes);   /* no poison left for the next mapping there */
   _hak_os_unmap((void *)addr, bytes);
-  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, -(int64_t)bytes);
 }
 
 /* The bytes the cache may hold: the floor, or the share of the live Large
@@ -195,7 +194,6 @@ static size_t move_parts(uintptr_t p, const struct large_entry *parts, unsigned 
   for (unsigned k = 0; k < n; off += parts[k++].bytes) {
     hak_track_mem_undefined((void *)parts[k].addr, parts[k].bytes);   /* unmapped by the move: */
     if (_hak_os_move((void *)parts[k].addr, parts[k].bytes, (void *)(p + off))) {   /* no poison left */
-      _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, -(int64_t)parts[k].bytes);
       if (parts[k].dirty) dirty = off + parts[k].dirty;
     } else {
       unmap_block(parts[k].addr, parts[k].bytes);
@@ -213,7 +211,6 @@ static struct large_entry large_map(size_t bytes, size_t align, const struct lar
     for (unsigned k = 0; k < n; k++) unmap_block(parts[k].addr, parts[k].bytes);
     return (struct large_entry){ 0, 0, 0, 0 };
   }
-  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)bytes);
   size_t dirty = move_parts((uintptr_t)p, parts, n);
   return (struct large_entry){ (uintptr_t)p, bytes, dirty, 0 };
 }
@@ -313,7 +310,6 @@ void *_hak_large_realloc(void *p, size_t n) {
     if (q) {
       table_remove(e);
       table_insert((uintptr_t)q, bytes);   /* cannot fail: a slot was just freed */
-      _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)(bytes - old));
     }
   }
   hak_unlock(&_hak_large_lock);

@@ -56,6 +56,7 @@ static bool parse_word(enum hak_option_id id, const char *s, long *out) {
   const struct option_desc *o = &options[id];
   long w = word_index(o->words, s);
   if (o->kind == HAK_KIND_ENUM && w >= 0) { *out = w; return true; }
+  if (o->kind == HAK_KIND_NUMBER && w >= 0) { *out = -1 - w; return true; }
   if (o->kind == HAK_KIND_REPORT && !strncmp(s, "json:", 5) && s[5]) { *out = 2; return true; }
   if (o->kind == HAK_KIND_LIST && parse_list(id, s)) { *out = 1; return true; }
   if (o->kind == HAK_KIND_PATH && *s) { *out = 1; return true; }
@@ -83,7 +84,7 @@ static const char *syntax(const struct option_desc *o, char *buf, size_t len) {
   case HAK_KIND_BOOL:   return "0|1";
   case HAK_KIND_NUMBER: break;
   }
-  snprintf(buf, len, "%ld..%ld", o->lo, o->hi);
+  snprintf(buf, len, "%ld..%ld%s%s", o->lo, o->hi, o->words ? "|" : "", o->words ? o->words : "");
   return buf;
 }
 
@@ -91,7 +92,9 @@ static const char *syntax(const struct option_desc *o, char *buf, size_t len) {
 static const char *typed(const struct option_desc *o, long v, const char *text, char *buf, size_t len) {
   if (o->kind == HAK_KIND_LIST || o->kind == HAK_KIND_PATH) return text ? text : "-";
   if (o->kind == HAK_KIND_REPORT && v == 2 && text) return text;
-  if (o->kind == HAK_KIND_ENUM) {
+  bool word = o->kind == HAK_KIND_ENUM || (o->kind == HAK_KIND_NUMBER && v < 0);
+  if (o->kind == HAK_KIND_NUMBER && v < 0) v = -1 - v;   /* word -1 - v of a number */
+  if (word) {
     const char *w = o->words;
     for (long i = 0; i < v && w; i++) w = strchr(w, '|') ? strchr(w, '|') + 1 : NULL;
     if (w) {

@@ -1,29 +1,189 @@
 /* os.c — the only file that talks to the kernel about memory: mappings at
  * any or at a fixed address, purging, remapping, and the metadata arena that
  * holds hakmem's own structures (heaps, region directories, SuperSlab
- * headers), which are never returned. */
+ * headers), which are never returned. It counts every byte hakmem has
+ * mapped and not unmapped (the bytes_mapped gauge: blocks and tables
+ * alike) and holds the memory limit (HAKMEM_LIMIT_MB, hak_set_limit) to
+ * it: a mapping of blocks that would pass the limit is refused (ENOMEM),
+ * and the slow paths of api.c trim and try again. */
 #include "hakmem_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
-void *_hak_os_map(size_t bytes) {
+/* ---- mapped bytes and the limit ------------------------------------------ */
+/* The limit counts mapped bytes, not resident ones: it bounds hakmem's
+ * resident memory from above (purged pages of a mapped SuperSlab count
+ * until it is unmapped), it is exact (a mapping either exists or not), and
+ * what a trim gives back under it is what it unmaps. Tables and metadata
+ * count but are never refused (they are small, and a thread without its
+ * heap could not even free); blocks are refused past the bar:
+ *   limit 0: none, the bar is never looked at;
+ *   hard: the bar is the limit;
+ *   soft: the bar is the limit, raised after a trim that could not bring
+ *   the mapped bytes under it to what is mapped then plus a sixteenth of
+ *   the limit (_hak_os_limit_relieve), so a program that lives above a
+ *   soft limit trims once per sixteenth it grows, not once per mapping;
+ *   the thread that relieves maps its block whatever the bar. */
+#define HAK_LIMIT_STEP_DIV 16
+static _Atomic size_t limit_bytes, limit_bar;
+static _Atomic bool limit_hard;
+static __thread bool limit_waived __attribute__((tls_model("initial-exec")));
+
+static void mapped_add(int64_t delta) {
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, delta);
+}
+
+/* Takes bytes of the limit for a mapping of blocks (given back by
+ * mapped_undo if the mapping fails); false: past the bar, errno ENOMEM. */
+static bool mapped_take(size_t bytes) {
+  int64_t before = atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_mapped, (int64_t)bytes,
+                                             memory_order_relaxed);
+  size_t bar = atomic_load_explicit(&limit_bar, memory_order_relaxed);
+  if (HAK_UNLIKELY(bar) && !limit_waived && (size_t)before + bytes > bar) {
+    atomic_fetch_sub_explicit(&_hak_stats_gauges.bytes_mapped, (int64_t)bytes, memory_order_relaxed);
+    errno = ENOMEM;
+    return false;
+  }
+  mapped_add(0);                                  /* the peak */
+  return true;
+}
+
+static void mapped_undo(size_t bytes) {
+  atomic_fetch_sub_explicit(&_hak_stats_gauges.bytes_mapped, (int64_t)bytes, memory_order_relaxed);
+}
+
+void _hak_os_limit_set(size_t bytes, bool hard) {
+  atomic_store(&limit_hard, hard);
+  atomic_store(&limit_bytes, bytes);
+  atomic_store(&limit_bar, bytes);
+}
+
+size_t _hak_os_limit_get(bool *hard) {
+  if (hard) *hard = atomic_load(&limit_hard);
+  return atomic_load(&limit_bytes);
+}
+
+/* After a trim: the bar goes back to the limit when the mapped bytes are
+ * under it. Returns true when the caller may map past the bar once (a soft
+ * limit: the bar is raised, and the calling thread is let through until
+ * _hak_os_limit_waive(false)). */
+bool _hak_os_limit_relieve(void) {
+  size_t limit = atomic_load(&limit_bytes);
+  if (!limit) return false;
+  size_t mapped = (size_t)atomic_load(&_hak_stats_gauges.bytes_mapped);
+  if (atomic_load(&limit_hard)) { atomic_store(&limit_bar, limit); return false; }
+  size_t raised = mapped + limit / HAK_LIMIT_STEP_DIV;
+  atomic_store(&limit_bar, raised > limit ? raised : limit);
+  return true;
+}
+
+void _hak_os_limit_waive(bool on) { limit_waived = on; }
+
+/* ---- the cgroup's limit ------------------------------------------------------ */
+/* Reads path into buf (NUL-terminated, at most len - 1 bytes); -1: none. */
+static ssize_t read_small(const char *path, char *buf, size_t len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t got = 0, n;
+  while ((size_t)got < len - 1 && (n = read(fd, buf + got, len - 1 - (size_t)got)) > 0) got += n;
+  close(fd);
+  buf[got] = 0;
+  return got;
+}
+
+/* memory.max of the cgroup directory dir: bytes, or 0 for "max" or none. */
+static size_t memory_max(const char *dir) {
+  char path[4096 + 32], text[64];
+  size_t len = strlen(dir);
+  if (len + sizeof "/memory.max" > sizeof path) return 0;
+  memcpy(path, dir, len);
+  memcpy(path + len, "/memory.max", sizeof "/memory.max");
+  if (read_small(path, text, sizeof text) <= 0 || text[0] < '0' || text[0] > '9') return 0;
+  size_t v = 0;
+  for (const char *c = text; *c >= '0' && *c <= '9'; c++) v = v > SIZE_MAX / 10 ? SIZE_MAX : v * 10 + (size_t)(*c - '0');
+  return v;
+}
+
+/* The v2 line of /proc/self/cgroup is "0::/path". Every directory from the
+ * process's cgroup up to the root may set memory.max: the smallest holds. */
+size_t _hak_os_cgroup_limit(const char *cgroup_file, const char *root) {
+  char text[4096], dir[4096];
+  if (read_small(cgroup_file, text, sizeof text) <= 0) return 0;
+  const char *line = text;
+  while (line && strncmp(line, "0::/", 4)) line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL;
+  if (!line) return 0;
+  const char *path = line + 3, *end = strchr(path, '\n');
+  size_t rlen = strlen(root), plen = end ? (size_t)(end - path) : strlen(path);
+  if (rlen + plen >= sizeof dir) return 0;
+  memcpy(dir, root, rlen);
+  memcpy(dir + rlen, path, plen);
+  size_t len = rlen + plen, least = 0;
+  while (len > 0 && dir[len - 1] == '/') len--;     /* "0::/": the root itself */
+  for (;;) {
+    dir[len] = 0;
+    size_t v = memory_max(dir);
+    if (v && (!least || v < least)) least = v;
+    if (len <= rlen) return least;
+    while (len > rlen && dir[len - 1] != '/') len--;
+    while (len > rlen && dir[len - 1] == '/') len--;
+  }
+}
+
+/* HAKMEM_LIMIT_MB: a number of MiB, or "cgroup" (the option's value -1). */
+void _hak_os_limit_init(void) {
+  long mb = _hak_options_get(HAK_OPT_LIMIT_MB);
+  size_t bytes = mb < 0 ? _hak_os_cgroup_limit("/proc/self/cgroup", "/sys/fs/cgroup") : (size_t)mb << 20;
+  if (bytes) _hak_os_limit_set(bytes, _hak_options_get(HAK_OPT_LIMIT) == 1);
+}
+
+/* ---- mappings -------------------------------------------------------------- */
+static void *map_any(size_t bytes) {
   void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
 /* A mapping exactly at addr, never over an existing one. Kernels older than
  * 4.17 treat the flag as a hint: a mapping elsewhere is undone. */
-void *_hak_os_map_at(uintptr_t addr, size_t bytes) {
+static void *map_at(uintptr_t addr, size_t bytes) {
   void *p = mmap((void *)addr, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   if (p == MAP_FAILED) return NULL;
   if ((uintptr_t)p != addr) { munmap(p, bytes); errno = EEXIST; return NULL; }
+  return p;
+}
+
+void *_hak_os_map(size_t bytes) {
+  if (!mapped_take(bytes)) return NULL;
+  void *p = map_any(bytes);
+  if (!p) mapped_undo(bytes);
+  return p;
+}
+
+void *_hak_os_map_at(uintptr_t addr, size_t bytes) {
+  if (!mapped_take(bytes)) return NULL;
+  void *p = map_at(addr, bytes);
+  if (!p) mapped_undo(bytes);
+  return p;
+}
+
+/* Tables (the span page table, the Large table): counted, never refused. */
+void *_hak_os_map_table(size_t bytes) {
+  void *p = map_any(bytes);
+  if (p) mapped_add((int64_t)bytes);
+  return p;
+}
+
+void *_hak_os_map_table_at(uintptr_t addr, size_t bytes) {
+  void *p = map_at(addr, bytes);
+  if (p) mapped_add((int64_t)bytes);
   return p;
 }
 
@@ -32,8 +192,9 @@ void *_hak_os_map_aligned(size_t bytes, size_t align) {
   if (align <= HAK_PAGE) return _hak_os_map(bytes);
   size_t span = bytes + align;
   if (span < bytes) return NULL;
-  char *raw = _hak_os_map(span);
-  if (!raw) return NULL;
+  if (!mapped_take(bytes)) return NULL;
+  char *raw = map_any(span);
+  if (!raw) { mapped_undo(bytes); return NULL; }
   uintptr_t start = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
   size_t head = start - (uintptr_t)raw, tail = span - head - bytes;
   if (head) munmap(raw, head);
@@ -42,7 +203,9 @@ void *_hak_os_map_aligned(size_t bytes, size_t align) {
 }
 
 void _hak_os_unmap(void *p, size_t bytes) {
-  if (p && bytes) munmap(p, bytes);
+  if (!p || !bytes) return;
+  munmap(p, bytes);
+  mapped_add(-(int64_t)bytes);
 }
 
 void _hak_os_purge(void *p, size_t bytes) {
@@ -58,15 +221,23 @@ void _hak_os_zero(void *p, size_t bytes) {
   if (bytes) madvise(p, bytes, MADV_DONTNEED);
 }
 
+/* A growth takes its new bytes of the limit. */
 void *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes) {
+  size_t grown = new_bytes > old_bytes ? new_bytes - old_bytes : 0;
+  if (!mapped_take(grown)) return NULL;
   void *q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
-  return q == MAP_FAILED ? NULL : q;
+  if (q == MAP_FAILED) { mapped_undo(grown); return NULL; }
+  if (new_bytes < old_bytes) mapped_add(-(int64_t)(old_bytes - new_bytes));
+  return q;
 }
 
 /* Moves the pages of [from, from + bytes) to to, over what was mapped there
- * (page tables move; nothing is copied or faulted in). */
+ * (page tables move; nothing is copied or faulted in): from's bytes are
+ * unmapped. */
 bool _hak_os_move(void *from, size_t bytes, void *to) {
-  return mremap(from, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, to) != MAP_FAILED;
+  if (mremap(from, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, to) == MAP_FAILED) return false;
+  mapped_add(-(int64_t)bytes);
+  return true;
 }
 
 uint32_t _hak_os_now_ms(void) {
@@ -88,7 +259,7 @@ static char *meta_cur, *meta_end;
 
 /* A memory checker neither checks nor scans metadata (track.h). */
 static void *meta_map(size_t bytes) {
-  void *p = _hak_os_map(bytes);
+  void *p = _hak_os_map_table(bytes);          /* counted, never refused */
   if (p) hak_track_meta(p, bytes);
   return p;
 }

@@ -133,7 +133,7 @@ static size_t hash_slot(uint64_t key, size_t cap) { return (size_t)((key * 0x9E3
 
 static bool index_grow(void) {
   size_t cap = index_cap ? index_cap * 2 : 1024;
-  uint32_t *t = _hak_os_map(cap * sizeof *t);
+  uint32_t *t = _hak_os_map_table(cap * sizeof *t);
   if (!t) return false;
   for (size_t id = 0; id < sites_count; id++) {
     size_t j = hash_slot(sites[id].hash, cap);
@@ -176,7 +176,7 @@ static long site_of(void *const *frames, unsigned depth) {
 
 static bool blocks_grow(void) {
   size_t cap = blocks_cap ? blocks_cap * 2 : 1024;
-  struct prof_block *t = _hak_os_map(cap * sizeof *t);
+  struct prof_block *t = _hak_os_map_table(cap * sizeof *t);
   if (!t) return false;
   for (size_t i = 0; i < blocks_cap; i++) {
     if (!blocks[i].addr) continue;
@@ -544,7 +544,7 @@ __attribute__((constructor)) static void prof_init(void) {
   void *warm[4];
   (void)backtrace(warm, 4);
   interval = (double)_hak_options_get(HAK_OPT_PROF_SAMPLE);
-  sites = _hak_os_map(PROF_SITES_MAX * sizeof *sites);
+  sites = _hak_os_map_table(PROF_SITES_MAX * sizeof *sites);
   if (!sites) { _hak_guard_write("hakmem: no memory for the heap profiler; profiling off\n"); return; }
   if (HAK_SHARED_LIB) dl_iterate_phdr(find_own_code, NULL);
   int sig = (int)_hak_options_get(HAK_OPT_PROF_SIGNAL);

@@ -110,7 +110,6 @@ static struct hak_superslab *region_grow(struct hak_region *r) {
   hak_track_mem_noaccess((void *)at, k->ss_bytes);   /* no block handed out yet (track.h) */
   r->ss_mapped++;
   _hak_superslab_mapped(ss);
-  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)k->ss_bytes);
   map_publish_end(r, k);
   return ss;
 }
@@ -191,6 +190,5 @@ void _hak_region_unmap_top(struct hak_region *r) {
   struct hak_superslab *ss = *dir_slot(r, --r->ss_mapped);
   map_publish_end(r, k);
   _hak_os_unmap((void *)ss->base, k->ss_bytes);
-  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, -(int64_t)k->ss_bytes);
   r->full = false;
 }

@@ -34,9 +34,9 @@ enum { SPAN_UNSET = 0, SPAN_FREE = 1, SPAN_USED = 2 };
  * run's first and last entries hold its length and state, the last one with
  * tail set when the run is longer than a page, and its inner entries are
  * unset; runs tile pages [0, top); no two free runs touch; a free run is on
- * the bucket of its length; the _hak_span_front entry at the block start
- * of a run at page i (front_of(i)) is HAK_FRONT(class) when the run is
- * used, else 0, and every other entry is 0; an unmapped run is free and
+ * the bucket of its length; the _hak_span_front entry of a run's first
+ * page i (front_of(i)) is HAK_FRONT(class) when the run is used, else 0,
+ * and every other entry is 0; an unmapped run is free and
  * not dirty, and runs lie below mapped, in pages the page table maps. */
 struct span_page {
   uint32_t len;             /* run length in pages                          */
@@ -65,12 +65,10 @@ static struct {
   uint64_t nonempty[(SPAN_BUCKETS + 63) / 64];
 } span;
 
-uint8_t _hak_span_front[1u << (HAK_REGION_SHIFT - HAK_SPAN_STEP_SHIFT)];
+uint8_t _hak_span_front[HAK_SPAN_PAGES];
 
-/* The entry of _hak_span_front at the block start of a run at page i. */
-static uint8_t *front_of(uint32_t i) {
-  return &_hak_span_front[(i << (HAK_SPAN_PAGE_SHIFT - HAK_SPAN_STEP_SHIFT)) + i % HAK_SPAN_COLORS];
-}
+/* The entry of _hak_span_front of a run at page i. */
+static uint8_t *front_of(uint32_t i) { return &_hak_span_front[i]; }
 
 static unsigned bucket_of(uint32_t len) { return len < SPAN_BUCKETS ? len : 0; }
 
@@ -154,7 +152,7 @@ static bool table_map_to(uint32_t end) {
   size_t most = (size_t)SPAN_TABLE_PAGES << HAK_SPAN_PAGE_SHIFT;
   if (need > most) need = most;
   if (need <= span.table_mapped) return true;
-  if (!_hak_os_map_at((uintptr_t)span.page + span.table_mapped, need - span.table_mapped)) return false;
+  if (!_hak_os_map_table_at((uintptr_t)span.page + span.table_mapped, need - span.table_mapped)) return false;
   span.table_mapped = need;
   return true;
 }
@@ -173,7 +171,6 @@ static bool span_map_to(uint32_t end) {
       !(errno == ENOMEM && _hak_large_trim() && _hak_os_map_at(at, bytes))) return false;
   hak_track_mem_noaccess((void *)at, bytes);       /* no block handed out yet (track.h) */
   span.mapped += (uint32_t)(bytes >> HAK_SPAN_PAGE_SHIFT);
-  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)bytes);
   return true;
 }
 
@@ -195,13 +192,11 @@ static uintptr_t page_addr(uint32_t i) { return SPAN_BASE + ((uintptr_t)i << HAK
 static bool pages_remap(uint32_t i, uint32_t len) {
   if (!_hak_os_map_at(page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT)) return false;
   hak_track_mem_noaccess((void *)page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT);
-  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, (int64_t)len << HAK_SPAN_PAGE_SHIFT);
   return true;
 }
 
 static void pages_unmap(uint32_t i, uint32_t len) {
   _hak_os_unmap((void *)page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT);
-  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, -((int64_t)len << HAK_SPAN_PAGE_SHIFT));
 }
 
 /* A used run of len pages for class c, or SPAN_NONE when the slot is full
@@ -301,7 +296,8 @@ static uint32_t class_pages(unsigned c) {
 }
 
 static uintptr_t block_at(uint32_t i) {
-  return SPAN_BASE + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT) + (i % HAK_SPAN_COLORS) * HAK_SPAN_COLOR_STEP;
+  uint32_t o = i << HAK_SPAN_PAGE_SHIFT;
+  return SPAN_BASE + o + hak_span_start_offset(o);
 }
 
 /* Up to max blocks of span class c as a list linked through word 0, each with
@@ -406,7 +402,7 @@ static void span_unmap_top(void) {
   }
   if (span.mapped > top) {                  /* their page table and front entries (all 0) */
     purge_entries(&span.page[top], &span.page[span.mapped]);
-    purge_entries(front_of(top) - top % HAK_SPAN_COLORS, front_of(span.mapped) - span.mapped % HAK_SPAN_COLORS);
+    purge_entries(front_of(top), front_of(span.mapped));
     if (span.mapped > unmap_from) pages_unmap(unmap_from, span.mapped - unmap_from);
     span.mapped = top;
   }

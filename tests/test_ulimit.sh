@@ -9,9 +9,10 @@
 # Before it, the seeded workload plain_oom_mix (sizes 0 to 8 MiB, frees, reallocs)
 # under `ulimit -v`, 1 thread in 300 MB and 4 threads in 600 MB: it counts
 # the allocations that return NULL, and hakmem's count must not pass
-# glibc's by more than a tenth (the layout of the address space moves it by
-# a few percent from run to run; the build before the fix failed twice as
-# often single-threaded). In a sanitizer build the counts are printed, not
+# glibc's (the layout of the address space and the purge clock move it by
+# a tenth from run to run; since the span heap's front table shrank from
+# 16 MiB to 1 MiB, hakmem's worst run of 11 fails 577 against glibc's 967,
+# docs/experiments.md). In a sanitizer build the counts are printed, not
 # compared: the sanitizer runtime's own mappings count against the limit.
 set -u
 build=${HAK_TEST_BUILD:?HAK_TEST_BUILD must name the build folder}
@@ -29,7 +30,7 @@ for run in "307200 1 200000 1000" "614400 4 100000 500"; do
   hak=$(mix "$1" "$build/libhakmem.so" "$2" "$3" "$4")
   echo "oom mix, $2 thread(s) in $(($1 / 1024)) MB: glibc $plain failed allocations, hakmem $hak"
   case "$plain$hak" in *crash*|"") echo "FAIL: the workload did not run to the end"; status=1; continue;; esac
-  [ "$compare" = 0 ] || [ "$hak" -le $((plain + plain / 10)) ] || { echo "FAIL: hakmem failed $hak allocations, glibc $plain"; status=1; }
+  [ "$compare" = 0 ] || [ "$hak" -le "$plain" ] || { echo "FAIL: hakmem failed $hak allocations, glibc $plain"; status=1; }
 done
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 is not installed"; exit $status; }
 py=$(python3 -c 'import sys; print(sys.executable)')
