@@ -1,10 +1,12 @@
 # hakmem — build, test and benchmark.
 #   make                 libraries in build/ (libhakmem.so, libhakmem.a)
-#   make test            build and run every test (release, then the same tests in the debug build)
+#   make test            build and run every test (release, then the same tests in the debug and hardened builds)
 #   make bench           build everything and run the benchmark comparison (hakmem vs glibc and peers)
 #   make DEBUG=1         invariant checks on (build-debug/)
 #   make SAN=undefined   UBSan build (build-ubsan/); SAN=thread: TSan, hak_ API only (build-tsan/)
 #   make L2_RING=128 L25_RING=16  per-pool ring capacities (build maximums)
+#   make HARDENED=1      hardened mode (build-hardened/): encoded, checked free-list links, guard pages,
+#                        random carve order, delayed reuse (README, "Hardened mode")
 #   make FAST_STATS=1    count fast-path hits too (on in DEBUG builds)
 #   make PORTABLE=1      the fast path's portable C twin instead of the x86-64 glibc form (src/prim.h; build-portable/)
 #   make install PREFIX=/usr/local   (with the CMake config and the man page; DESTDIR too)
@@ -21,6 +23,7 @@ FAST_STATS ?= $(DEBUG)
 L2_RING  ?= 128
 L25_RING ?= 16
 PORTABLE ?= 0
+HARDENED ?= 0
 PORT_SUFFIX := $(if $(filter 1,$(PORTABLE)),-portable)
 VERSION   := 0.1.0
 SOVERSION := 0
@@ -28,6 +31,8 @@ SOVERSION := 0
 ifeq ($(SAN),)
   ifeq ($(DEBUG),1)
     BUILD ?= build-debug$(PORT_SUFFIX)
+  else ifeq ($(HARDENED),1)
+    BUILD ?= build-hardened$(PORT_SUFFIX)
   else
     BUILD ?= build$(PORT_SUFFIX)
   endif
@@ -55,7 +60,7 @@ CFLAGS_LIB := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) -fvisibility=hidden
   -ftls-model=initial-exec -fno-semantic-interposition -fno-strict-aliasing \
   -fno-stack-protector -fno-plt -fexceptions -fno-tree-slp-vectorize -Iinclude -Isrc $(SANFLAGS) \
   -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) \
-  -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_OVERRIDE=$(OVERRIDE) -DHAK_PORTABLE=$(PORTABLE)
+  -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_OVERRIDE=$(OVERRIDE) -DHAK_PORTABLE=$(PORTABLE) -DHAK_HARDENED=$(HARDENED)
 LIB_SRCS := src/lock.c src/os.c src/class.c src/region.c src/superslab.c src/slab.c src/refill.c \
   src/front.c src/span.c src/large.c src/purge.c src/thread.c src/options.c src/stats.c \
   src/guard.c src/api.c
@@ -89,7 +94,7 @@ $(BUILD)/libhakmem.a: $(LIB_OBJS)
 # ---- tests --------------------------------------------------------------
 # Tests that look inside (test_hakapi_*) see the library's build settings.
 CFLAGS_TEST := -std=gnu11 -D_GNU_SOURCE -O1 -g $(WARN) -Wno-missing-prototypes -Iinclude -Isrc $(SANFLAGS) \
-  -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_DEBUG=$(DEBUG) -DHAK_PORTABLE=$(PORTABLE) \
+  -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_DEBUG=$(DEBUG) -DHAK_PORTABLE=$(PORTABLE) -DHAK_HARDENED=$(HARDENED) \
   -fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc -fno-builtin-realloc
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
@@ -127,9 +132,11 @@ $(BUILD)/tests/plain_%: tests/plain_%.cc
 
 test: tests
 	@sh tests/run.sh $(BUILD)
-ifeq ($(DEBUG)$(SAN),0)
+ifeq ($(DEBUG)$(SAN)$(HARDENED),00)
 	@$(MAKE) --no-print-directory DEBUG=1 tests
 	@sh tests/run.sh build-debug$(PORT_SUFFIX)
+	@$(MAKE) --no-print-directory HARDENED=1 tests
+	@sh tests/run.sh build-hardened$(PORT_SUFFIX)
 endif
 
 # UBSan on the library and every test; TSan on the multi-threaded hak_ API tests.
@@ -222,4 +229,4 @@ deb:
 
 clean:
 	rm -rf build build-debug build-ubsan build-tsan build-aarch64 build-deb build-portable \
-	  build-debug-portable
+	  build-debug-portable build-hardened build-hardened-portable

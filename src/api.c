@@ -64,7 +64,7 @@ static inline int span_push(void *p, unsigned *f) {
   void *key = HAK_FREE_KEY;
   *f = HAK_RACY_LOAD(_hak_span_front[(uint32_t)a >> HAK_SPAN_STEP_SHIFT]);
   if (*f == 0 || (a & (HAK_SPAN_COLOR_STEP - 1)) != 0 || b[1] == key) return 0;
-  if (!hak_home_push(*f + HAK_HOME_BASE, b)) return -1;
+  if (HAK_HARDENED || !hak_home_push(*f + HAK_HOME_BASE, b)) return -1;   /* hardened: the delay first */
   b[1] = key;
 #if HAK_FAST_STATS
   _hak_thread_tls.heap->stats.frees[*f - 1]++;

@@ -26,6 +26,8 @@ static uint16_t max_cap[HAK_NCLS], start_cap[HAK_NCLS];
 static size_t budget;                     /* bytes, from HAKMEM_THREAD_CACHE_KB */
 static size_t span_budget;                /* bytes, from HAKMEM_SPAN_CACHE_KB   */
 
+static void delay_init(void);             /* delayed reuse (hardened build), below */
+
 static bool spans(unsigned c) { return c >= HAK_SPAN_FIRST; }   /* a class of the span heap */
 
 /* Bytes of a capacity of cap blocks of class c that count against the span
@@ -90,6 +92,7 @@ void _hak_front_init(void) {
     max_cap[c] = (uint16_t)cap;
     start_cap[c] = (uint16_t)(start < cap ? start : cap);
   }
+  delay_init();
 }
 
 unsigned _hak_front_max_cap(unsigned c) { return max_cap[c]; }
@@ -116,7 +119,7 @@ static void give_back(struct hak_heap *h, unsigned c, void *chain) {
 /* One block with no list to go on (no heap, or after thread exit). */
 static void give_back_one(unsigned c, void *p) {
   void **b = p;
-  b[0] = NULL;
+  hak_link_set(b, NULL);
   b[1] = HAK_FREE_KEY;
   give_back(NULL, c, b);
 }
@@ -177,7 +180,7 @@ static void release_idle_lists(struct hak_heap *h) {
 
 static inline unsigned list_length(const void *list) {
   unsigned n = 0;
-  for (void *const *b = list; b; b = b[0]) n++;
+  for (void *const *b = list; b; b = hak_link_get(b)) n++;
   return n;
 }
 /* cap_bytes and span_cap_bytes are the sums they are written to be
@@ -278,11 +281,11 @@ void *_hak_front_alloc_slow(unsigned c) {
     unsigned n = take(h, c, refill_batch(h, c), h->cap[c] ? h->cap[c] : 1, &chain);
     if (!n) { errno = ENOMEM; return NULL; }
     b = chain;
-    HAK_LIST(c) = b[0];
+    HAK_LIST(c) = hak_link_next(b, c);
     HAK_CREDIT(c) -= (int32_t)(n - 1);
   } else {
     h->stats.hits[c]++;
-    HAK_LIST(c) = b[0];
+    HAK_LIST(c) = hak_link_next(b, c);
     HAK_CREDIT(c)++;
   }
   b[1] = NULL;
@@ -300,31 +303,90 @@ static void spill(struct hak_heap *h, unsigned c) {
   unsigned n = h->cap[c] - h->cap[c] / 2;
   if (h->ways[c] == HAK_WAY_FREE) n = h->cap[c];   /* no malloc would use the rest */
   void **head = HAK_LIST(c), **last = head;
-  for (unsigned i = 1; i < n; i++) last = last[0];
-  HAK_LIST(c) = last[0];
-  last[0] = NULL;
+  for (unsigned i = 1; i < n; i++) last = hak_link_next(last, c);
+  HAK_LIST(c) = hak_link_next(last, c);
+  hak_link_set(last, NULL);
   give_back(h, c, head);
   HAK_CREDIT(c) += (int32_t)n;
   h->stats.spills[c]++;
 }
 
+/* ---- delayed reuse (hardened build) -------------------------------------------
+ * A block freed to a thread's list waits first in a ring of the class's
+ * delay depth: it goes on the list (and can be handed out again) only after
+ * that many other frees of its class by the thread. The depth is
+ * HAK_DELAY_MAX blocks, fewer for big blocks (at most HAK_DELAY_BYTES of
+ * them, at least 1): 16 up to 16 KiB, 1 from 256 KiB. While a block waits,
+ * word 1 holds the free key (a double free is caught as before) and its
+ * link is NULL, encoded: a link changed when it leaves the ring was written
+ * after the free. At thread exit and malloc_trim the waiting blocks go back
+ * to their slabs. */
+#if HAK_HARDENED
+#define HAK_DELAY_BYTES (256u * 1024)
+_Static_assert(HAK_DELAY_MAX <= 255, "a ring index fits a byte");
+static uint8_t delay_depth[HAK_NCLS];
+
+static void delay_init(void) {
+  for (unsigned c = 0; c < HAK_NCLS; c++) {
+    unsigned d = HAK_DELAY_BYTES / _hak_classes[c].size;
+    delay_depth[c] = (uint8_t)(d > HAK_DELAY_MAX ? HAK_DELAY_MAX : d ? d : 1);
+  }
+}
+
+/* Leaves a waiting block: its link must still be the NULL it was given. */
+static void *delay_leave(void **b, unsigned c) {
+  if (b && HAK_UNLIKELY(hak_link_get(b) != NULL)) _hak_guard_written_after_free(b, c);
+  return b;
+}
+
+/* b (freed, class c) waits; returns the block it replaces in the ring, done
+ * waiting, or NULL. */
+static void *delay(struct hak_heap *h, unsigned c, void **b) {
+  hak_link_set(b, NULL);
+  b[1] = HAK_FREE_KEY;
+  unsigned i = h->delay_next[c];
+  void **out = h->delayed[c][i];
+  h->delayed[c][i] = b;
+  h->delay_next[c] = (uint8_t)(i + 1 == delay_depth[c] ? 0 : i + 1);
+  return delay_leave(out, c);
+}
+
+static void delay_flush(struct hak_heap *h, unsigned c) {
+  for (unsigned i = 0; i < HAK_DELAY_MAX; i++) {
+    void **b = h->delayed[c][i];
+    h->delayed[c][i] = NULL;
+    if (b) give_back(h, c, delay_leave(b, c));
+  }
+  h->delay_next[c] = 0;
+}
+unsigned _hak_front_delay_depth(unsigned c) { return delay_depth[c]; }
+#else
+static void delay_init(void) {}
+static void delay_flush(struct hak_heap *h, unsigned c) { (void)h; (void)c; }
+unsigned _hak_front_delay_depth(unsigned c) { (void)c; return 0; }
+#endif
+
 /* HAK_SLOW: a valid, not-free block whose list had no credit left (or the
  * thread has no heap yet, or is exiting). A push that found no credit left
- * it at -1 (hak_home_push); it goes back to 0 here. */
+ * it at -1 (hak_home_push); it goes back to 0 here. The hardened build
+ * sends every free of a list here, through the delay. */
 void _hak_front_free_slow(void *p, unsigned c) {
   void **b = p;
   if (HAK_CREDIT(c) < 0) HAK_CREDIT(c) = 0;
   struct hak_heap *h = _hak_thread_tls.heap;
   if (!h && !_hak_thread_tls.exited) h = _hak_thread_heap();
   if (!h) { give_back_one(c, p); return; }   /* exited, or no memory for a heap */
+#if HAK_HARDENED
+  if (!(b = delay(h, c, b))) return;
+#endif
   release_idle_lists(h);
   if (HAK_CREDIT(c) <= 0) {
     grow(h, c, HAK_WAY_FREE);
-    if (!h->cap[c]) { give_back_one(c, p); return; }   /* no budget for a list */
+    if (!h->cap[c]) { give_back_one(c, b); return; }   /* no budget for a list */
     if (HAK_CREDIT(c) <= 0) spill(h, c);
   }
   HAK_CREDIT(c)--;
-  b[0] = HAK_LIST(c);
+  hak_link_set(b, HAK_LIST(c));
   b[1] = HAK_FREE_KEY;
   HAK_LIST(c) = b;
   h->stats.frees[c]++;
@@ -334,5 +396,5 @@ void _hak_front_free_slow(void *p, unsigned c) {
 /* At thread exit and malloc_trim: every list back to its slabs, with its
  * capacity. */
 void _hak_front_heap_flush(struct hak_heap *h) {
-  for (unsigned c = 0; c < HAK_NCLS; c++) drop_list(h, c);
+  for (unsigned c = 0; c < HAK_NCLS; c++) { delay_flush(h, c); drop_list(h, c); }
 }

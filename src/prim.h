@@ -81,7 +81,7 @@ HAK_FAST bool hak_prim_home_push(uintptr_t s, void **b) {
                  [head] "i"((long)offsetof(struct hak_tls, head) - 8L * HAK_HOME_BASE)
                : "cc", "memory" : none);
   (void)tp;
-  b[0] = old;
+  hak_link_set(b, old);
   return true;
 none:
   return false;
@@ -104,7 +104,7 @@ HAK_FAST void hak_prim_unlink(intptr_t e, void *next) {
 HAK_FAST bool hak_prim_home_push(uintptr_t s, void **b) {
   uintptr_t f = s - HAK_HOME_BASE;
   if (--_hak_thread_tls.credit[f] < 0) return false;
-  b[0] = _hak_thread_tls.head[f];
+  hak_link_set(b, _hak_thread_tls.head[f]);
   _hak_thread_tls.head[f] = b;
   return true;
 }
