@@ -316,13 +316,14 @@ static void spill(struct hak_heap *h, unsigned c) {
  * delay depth: it goes on the list (and can be handed out again) only after
  * that many other frees of its class by the thread. The depth is
  * HAK_DELAY_MAX blocks, fewer for big blocks (at most HAK_DELAY_BYTES of
- * them, at least 1): 16 up to 16 KiB, 1 from 256 KiB. While a block waits,
+ * them, at least 1): 16 up to 4 KiB, 2 at 32 KiB, 1 from 40 KiB (the span
+ * classes: a thread holds at most a block of each there). While a block waits,
  * word 1 holds the free key (a double free is caught as before) and its
  * link is NULL, encoded: a link changed when it leaves the ring was written
  * after the free. At thread exit and malloc_trim the waiting blocks go back
  * to their slabs. */
 #if HAK_HARDENED
-#define HAK_DELAY_BYTES (256u * 1024)
+#define HAK_DELAY_BYTES (64u * 1024)
 _Static_assert(HAK_DELAY_MAX <= 255, "a ring index fits a byte");
 static uint8_t delay_depth[HAK_NCLS];
 

@@ -58,8 +58,11 @@ static void carve_order(const struct hak_slab *s, uint32_t *first, uint32_t *str
   r ^= r >> 29;
   r *= 0xBF58476D1CE4E5B9ull;
   r ^= r >> 32;
-  uint32_t cap = s->capacity, d = cap > 1 ? 1 + (uint32_t)(r >> 32) % (cap - 1) : 1;
-  while (gcd32(d, cap) != 1) d = d + 1 < cap ? d + 1 : 1;
+  uint32_t cap = s->capacity, d = 1;             /* neither 1 nor -1 where there is another */
+  for (uint32_t i = 0, t = cap > 4 ? 2 + (uint32_t)(r >> 32) % (cap - 3) : 1; cap > 4 && i < cap; i++) {
+    if (gcd32(t, cap) == 1) { d = t; break; }
+    t = t + 1 <= cap - 2 ? t + 1 : 2;
+  }
   *first = (uint32_t)r % cap;
   *stride = d;
 }
