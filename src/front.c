@@ -316,8 +316,11 @@ static void spill(struct hak_heap *h, unsigned c) {
  * delay depth: it goes on the list (and can be handed out again) only after
  * that many other frees of its class by the thread. The depth is
  * HAK_DELAY_MAX blocks, fewer for big blocks (at most HAK_DELAY_BYTES of
- * them, at least 1): 16 up to 4 KiB, 2 at 32 KiB, 1 from 40 KiB (the span
- * classes: a thread holds at most a block of each there). While a block waits,
+ * them, at least 1): 16 up to 4 KiB, 2 at 32 KiB. The span classes (40 KiB
+ * to 1 MiB) are not delayed: a block of each held by every thread is 5 MiB
+ * a thread, which the thread budgets' sharing beyond HAK_SHARE_THREADS
+ * would not bound (test_many_threads: 512 threads held 540 MiB with a block
+ * of 8 span classes each). While a block waits,
  * word 1 holds the free key (a double free is caught as before) and its
  * link is NULL, encoded: a link changed when it leaves the ring was written
  * after the free. At thread exit and malloc_trim the waiting blocks go back
@@ -330,7 +333,7 @@ static uint8_t delay_depth[HAK_NCLS];
 static void delay_init(void) {
   for (unsigned c = 0; c < HAK_NCLS; c++) {
     unsigned d = HAK_DELAY_BYTES / _hak_classes[c].size;
-    delay_depth[c] = (uint8_t)(d > HAK_DELAY_MAX ? HAK_DELAY_MAX : d ? d : 1);
+    delay_depth[c] = (uint8_t)(spans(c) ? 0 : d > HAK_DELAY_MAX ? HAK_DELAY_MAX : d ? d : 1);
   }
 }
 
@@ -378,7 +381,7 @@ void _hak_front_free_slow(void *p, unsigned c) {
   if (!h && !_hak_thread_tls.exited) h = _hak_thread_heap();
   if (!h) { give_back_one(c, p); return; }   /* exited, or no memory for a heap */
 #if HAK_HARDENED
-  if (!(b = delay(h, c, b))) return;
+  if (delay_depth[c] && !(b = delay(h, c, b))) return;
 #endif
   release_idle_lists(h);
   if (HAK_CREDIT(c) <= 0) {
