@@ -377,11 +377,9 @@ static void delay_flush(struct hak_heap *h, unsigned c) {
   }
   h->delay_next[c] = 0;
 }
-unsigned _hak_front_delay_depth(unsigned c) { return delay_depth[c]; }
 #else
 static void delay_init(void) {}
 static void delay_flush(struct hak_heap *h, unsigned c) { (void)h; (void)c; }
-unsigned _hak_front_delay_depth(unsigned c) { (void)c; return 0; }
 #endif
 
 /* HAK_SLOW: a valid, not-free block whose list had no credit left (or the

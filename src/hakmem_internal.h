@@ -37,7 +37,11 @@
  * ownership map region.c; thread front front.c (fast paths below); warm
  * pool refill.c; remote free slab.c; rings front.c; span heap span.c;
  * Large large.c; purge purge.c; thread exit thread.c; fork lock.c; locks lock.c;
- * options options.c; stats stats.c; bad pointers guard.c.
+ * options options.c; stats stats.c; bad pointers guard.c; free-list links
+ * this file (the link contract, below). The hardened build (HAK_HARDENED,
+ * README "Hardened mode"): link secret and guard pages guard.c, delayed
+ * reuse front.c, carve order slab.c, guard page placement region.c and
+ * large.c.
  *
  * Fast paths are the HAK_FAST functions at the end of this file (always
  * inlined: malloc, free, and the thread front's list and credit under
@@ -630,7 +634,6 @@ void  _hak_front_heap_flush(struct hak_heap *h);
 unsigned _hak_front_max_cap(unsigned c);
 size_t _hak_front_max_bytes(unsigned first, unsigned last);  /* classes [first, last) */
 void  _hak_front_init(void);                      /* after the options           */
-unsigned _hak_front_delay_depth(unsigned c);      /* hardened: frees a block waits; else 0 */
 
 /* ---- span.c ---------------------------------------------------------------- */
 /* The span heap: blocks of the classes from HAK_SPAN_FIRST (the 40 KiB bridge

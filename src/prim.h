@@ -19,7 +19,8 @@
  *                            yet) reads a word that must hold NULL
  *   hak_prim_unlink(e, next) after a pop of head(e): head = next, credit + 1
  *   hak_prim_home_push(s, b) pushes b on list s - HAK_HOME_BASE when it has
- *                            credit, taking one (b[0] = old head); false when
+ *                            credit, taking one (b's link = old head, through
+ *                            hak_link_set); false when
  *                            it has none (credit left at -1)
  * Entry 0 reads NULL in every thread is checked at initialization
  * (_hak_class_table_init: hak_prim_head(0)); where it does not, the whole
