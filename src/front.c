@@ -27,6 +27,7 @@ static size_t budget;                     /* bytes, from HAKMEM_THREAD_CACHE_KB 
 static size_t span_budget;                /* bytes, from HAKMEM_SPAN_CACHE_KB   */
 
 static void delay_init(void);             /* delayed reuse (hardened build), below */
+static void delay_heap_init(struct hak_heap *h);
 
 static bool spans(unsigned c) { return c >= HAK_SPAN_FIRST; }   /* a class of the span heap */
 
@@ -136,6 +137,7 @@ void _hak_front_heap_init(struct hak_heap *h) {
     h->seen_head[c] = NULL;
     HAK_CREDIT(c) = 0;
   }
+  delay_heap_init(h);
 }
 
 /* Class c's list goes back to its slabs, and its capacity to the thread's
@@ -272,6 +274,9 @@ static unsigned refill_batch(struct hak_heap *h, unsigned c) {
 void *_hak_front_alloc_slow(unsigned c) {
   struct hak_heap *h = _hak_thread_heap();
   if (!h) { errno = ENOMEM; return NULL; }
+#if HAK_HARDENED
+  hak_delay_verify(h, c);
+#endif
   release_idle_lists(h);
   void **b = HAK_LIST(c);
   if (!b) {
@@ -320,11 +325,15 @@ static void spill(struct hak_heap *h, unsigned c) {
  * to 1 MiB) are not delayed: a block of each held by every thread is 5 MiB
  * a thread, which the thread budgets' sharing beyond HAK_SHARE_THREADS
  * would not bound (test_many_threads: 512 threads held 540 MiB with a block
- * of 8 span classes each). While a block waits,
- * word 1 holds the free key (a double free is caught as before) and its
- * link is NULL, encoded: a link changed when it leaves the ring was written
- * after the free. At thread exit and malloc_trim the waiting blocks go back
- * to their slabs. */
+ * of 8 span classes each). While a block waits, word 1 holds the free key
+ * (a double free is caught as before) and word 0 holds 0: it is on no list,
+ * so it holds no link (and no encoded NULL, which would show the secret to
+ * a read after free). Every malloc of the class reads word 0 of all the
+ * ring's blocks (hak_delay_verify: the inline pop and the slow path), and
+ * so do the ring's exits (a block leaving the ring, thread exit,
+ * malloc_trim) and process exit: one that is not 0 any more was written
+ * after its free, and the malloc aborts before it returns. At thread exit
+ * and malloc_trim the waiting blocks go back to their slabs. */
 #if HAK_HARDENED
 #define HAK_DELAY_BYTES (64u * 1024)
 _Static_assert(HAK_DELAY_MAX <= 255, "a ring index fits a byte");
@@ -337,10 +346,28 @@ static void delay_init(void) {
   }
 }
 
-/* Leaves a waiting block: its link must still be the NULL it was given. */
+void *_hak_front_delay_none[2];
+
+/* Leaves a ring slot: its block (NULL for an empty slot), whose word 0 must
+ * still be 0. */
 static void *delay_leave(void **b, unsigned c) {
-  if (b && HAK_UNLIKELY(hak_link_get(b) != NULL)) _hak_guard_written_after_free(b, c);
+  if (b == _hak_front_delay_none) return NULL;
+  if (HAK_UNLIKELY(b[0] != NULL)) _hak_guard_written_after_free(b, c);
   return b;
+}
+
+void _hak_front_delay_written(const struct hak_heap *h, unsigned c) {
+  for (unsigned i = 0; i < HAK_DELAY_MAX; i++) delay_leave(h->delayed[c][i], c);
+  _hak_guard_assert_failed("a waiting block's word 0 is not 0", __FILE__, __LINE__);   /* it read one */
+}
+
+void _hak_front_delay_verify_all(const struct hak_heap *h) {
+  for (unsigned c = 0; c < HAK_NCLS; c++) hak_delay_verify(h, c);
+}
+
+static void delay_heap_init(struct hak_heap *h) {
+  for (unsigned c = 0; c < HAK_NCLS; c++)
+    for (unsigned i = 0; i < HAK_DELAY_MAX; i++) h->delayed[c][i] = _hak_front_delay_none;
 }
 
 /* The depth of class c's ring now: beyond HAK_SHARE_THREADS live threads,
@@ -359,7 +386,7 @@ static unsigned delay_depth_now(unsigned c) {
 /* b (freed, class c) waits; returns the block it replaces in the ring, done
  * waiting, or NULL. */
 static void *delay(struct hak_heap *h, unsigned c, void **b) {
-  hak_link_set(b, NULL);
+  b[0] = NULL;
   b[1] = HAK_FREE_KEY;
   unsigned d = delay_depth_now(c), i = h->delay_next[c];
   if (i >= d) i = 0;
@@ -371,14 +398,15 @@ static void *delay(struct hak_heap *h, unsigned c, void **b) {
 
 static void delay_flush(struct hak_heap *h, unsigned c) {
   for (unsigned i = 0; i < HAK_DELAY_MAX; i++) {
-    void **b = h->delayed[c][i];
-    h->delayed[c][i] = NULL;
-    if (b) give_back(h, c, delay_leave(b, c));
+    void **b = delay_leave(h->delayed[c][i], c);
+    h->delayed[c][i] = _hak_front_delay_none;
+    if (b) { hak_link_set(b, NULL); give_back(h, c, b); }
   }
   h->delay_next[c] = 0;
 }
 #else
 static void delay_init(void) {}
+static void delay_heap_init(struct hak_heap *h) { (void)h; }
 static void delay_flush(struct hak_heap *h, unsigned c) { (void)h; (void)c; }
 #endif
 

@@ -85,7 +85,7 @@ void _hak_guard_bad_link(const void *b, const void *next, unsigned c) {
 
 void _hak_guard_written_after_free(const void *b, unsigned c) {
   _hak_guard_write("hakmem: free block %p (class %u, %u-byte %s blocks) was written after free "
-                   "(its link changed while its reuse was delayed)\n",
+                   "(its first word changed while its reuse was delayed)\n",
                    b, c, _hak_classes[c].size, tier_name(c));
   abort();
 }

@@ -53,7 +53,10 @@ HAK_FAST hak_size_entry_t hak_prim_entry(unsigned f) {
   return (hak_size_entry_t)((uintptr_t)&_hak_thread_tls.head[f] - tp - HAK_TCB_ZERO);
 }
 HAK_FAST unsigned hak_prim_front(intptr_t e) {
-  return (unsigned)((e - hak_prim_entry(0)) / (intptr_t)sizeof(void *));
+  intptr_t tls;                               /* the %fs offset of _hak_thread_tls: one load, no thread pointer */
+  __asm__("movq _hak_thread_tls@gottpoff(%%rip), %0" : "=r"(tls));
+  return (unsigned)((uintptr_t)(e + HAK_TCB_ZERO - tls - (intptr_t)offsetof(struct hak_tls, head)) /
+                    sizeof(void *));
 }
 HAK_FAST void **hak_prim_head(intptr_t e) {
   void **b;

@@ -63,7 +63,14 @@ void _hak_thread_init(void) {
 }
 
 __attribute__((constructor)) static void hak_boot(void) { _hak_thread_init(); }
-__attribute__((destructor)) static void hak_shutdown(void) { _hak_stats_at_exit(); }
+/* Process exit: the hardened build verifies the exiting thread's delay
+ * rings (the other threads may still run: their rings are theirs). */
+__attribute__((destructor)) static void hak_shutdown(void) {
+#if HAK_HARDENED
+  if (_hak_thread_tls.heap) _hak_front_delay_verify_all(_hak_thread_tls.heap);
+#endif
+  _hak_stats_at_exit();
+}
 
 static struct hak_heap *heap_create(void) {
   _hak_thread_init();

@@ -5,13 +5,15 @@
  * address order, and in another order in another process), the guard page
  * after a Large block and at the end of a SuperSlab (a write there kills a
  * forked child with SIGSEGV), and a use-after-free write into a waiting
- * block caught when it leaves the delay. The exploit program of issue 20 is
+ * block caught at the next malloc of its class, or before: when it leaves
+ * the delay, at malloc_trim, thread exit or process exit. The exploit program of issue 20 is
  * tests/test_hardened.sh. tests/run.sh runs this test in the hardened
  * build only. */
 #include "testing.h"
 #include "hakmem_internal.h"              /* HAK_DELAY_MAX, HAK_REGION_SHIFT, HAK_PAGE */
 
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -155,19 +157,50 @@ static void test_superslab_guard(void) {
   free(p);
 }
 
-/* A write into a freed block while its reuse is delayed: abort, one line,
- * when it leaves the delay. */
-static void test_written_after_free(void) {
+/* A write into a freed block while its reuse is delayed: abort with one
+ * line naming the block and its class, at the first of these that comes:
+ * the next malloc of its class, the free that takes it out of the ring,
+ * malloc_trim, its thread's exit, process exit. Each in a forked child,
+ * which exits with status 3 if it got past the point. */
+enum catch_point { AT_MALLOC, AT_LEAVING, AT_TRIM, AT_THREAD_EXIT, AT_EXIT };
+static const char *const catch_name[] = {"the next malloc", "leaving the ring", "malloc_trim",
+                                         "thread exit", "process exit"};
+
+static void *freed_and_written(void) {
+  void **p = malloc(48);
+  free(launder(p));
+  ((void **volatile)p)[0] = (void *)0x1234;
+  return p;
+}
+
+static void *thread_write(void *arg) { (void)arg; freed_and_written(); return NULL; }
+
+static void write_then(enum catch_point at) {
+  void *held[HAK_DELAY_MAX];
+  for (unsigned i = 0; i < HAK_DELAY_MAX; i++) held[i] = malloc(48);
+  if (at == AT_THREAD_EXIT) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, thread_write, NULL) == 0) pthread_join(t, NULL);
+    _exit(3);
+  }
+  freed_and_written();
+  switch (at) {
+  case AT_MALLOC: launder(malloc(48)); break;
+  case AT_LEAVING: for (unsigned i = 0; i < HAK_DELAY_MAX; i++) free(held[i]); break;
+  case AT_TRIM: malloc_trim(0); break;
+  case AT_EXIT: exit(0);
+  case AT_THREAD_EXIT: break;
+  }
+  _exit(3);
+}
+
+static void test_written_after_free(enum catch_point at) {
   int fds[2];
   CHECK(pipe(fds) == 0);
   pid_t pid = fork();
   if (pid == 0) {
     dup2(fds[1], 2);
-    void **p = malloc(48);
-    free(launder(p));
-    ((void **volatile)p)[0] = (void *)0x1234;
-    for (unsigned i = 0; i < HAK_DELAY_MAX; i++) free(malloc(48));
-    _exit(0);
+    write_then(at);
   }
   close(fds[1]);
   char err[512];
@@ -176,9 +209,10 @@ static void test_written_after_free(void) {
   close(fds[0]);
   int status;
   waitpid(pid, &status, 0);
-  CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "status %d", status);
-  CHECKF(strstr(err, "hakmem: ") == err && strstr(err, "written after free") && strstr(err, "48-byte"),
-         "message: %s", err);
+  CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "%s: status %d", catch_name[at], status);
+  CHECKF(strstr(err, "hakmem: free block 0x") == err && strstr(err, "(class ") &&
+         strstr(err, "48-byte") && strstr(err, "written after free") && strchr(err, '\n') == err + strlen(err) - 1,
+         "%s: message: %s", catch_name[at], err);
 }
 
 int main(int argc, char **argv) {
@@ -188,6 +222,6 @@ int main(int argc, char **argv) {
   test_carve_differs(argv[0]);
   test_large_guard();
   test_superslab_guard();
-  test_written_after_free();
+  for (enum catch_point at = AT_MALLOC; at <= AT_EXIT; at++) test_written_after_free(at);
   TEST_END();
 }
