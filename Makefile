@@ -1,12 +1,14 @@
 # hakmem — build, test and benchmark.
 #   make                 libraries in build/ (libhakmem.so, libhakmem.a)
-#   make test            build and run every test (release, then the same tests in the debug build)
+#   make test            build and run every test (release, then the same tests in the debug and hardened builds)
 #   make bench           build everything and run the benchmark comparison (hakmem vs glibc and peers)
 #   make DEBUG=1         invariant checks on (build-debug/)
 #   make SAN=undefined   UBSan build (build-ubsan/); SAN=thread: TSan, hak_ API only (build-tsan/)
 #   make SAN=address     ASan poisons the hak_ API's free blocks (build-asan/; src/track.h)
 #   make VALGRIND=1      memcheck sees every block (build-valgrind/; src/track.h)
 #   make L2_RING=128 L25_RING=16  per-pool ring capacities (build maximums)
+#   make HARDENED=1      hardened mode (build-hardened/): encoded, checked free-list links, guard pages,
+#                        random carve order, delayed reuse (README, "Hardened mode")
 #   make FAST_STATS=1    count fast-path hits too (on in DEBUG builds)
 #   make PORTABLE=1      the fast path's portable C twin instead of the x86-64 glibc form (src/prim.h; build-portable/)
 #   make install PREFIX=/usr/local   (with the CMake config and the man page; DESTDIR too)
@@ -24,6 +26,7 @@ L2_RING  ?= 128
 L25_RING ?= 16
 PORTABLE ?= 0
 VALGRIND ?= 0
+HARDENED ?= 0
 PORT_SUFFIX := $(if $(filter 1,$(PORTABLE)),-portable)
 VERSION   := 0.1.0
 SOVERSION := 0
@@ -31,6 +34,8 @@ SOVERSION := 0
 ifeq ($(SAN),)
   ifeq ($(DEBUG),1)
     BUILD ?= build-debug$(PORT_SUFFIX)$(if $(filter 1,$(VALGRIND)),-valgrind)
+  else ifeq ($(HARDENED),1)
+    BUILD ?= build-hardened$(PORT_SUFFIX)
   else
     BUILD ?= $(if $(filter 1,$(VALGRIND)),build-valgrind,build$(PORT_SUFFIX))
   endif
@@ -64,7 +69,7 @@ CFLAGS_LIB := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) -fvisibility=hidden
   -ftls-model=initial-exec -fno-semantic-interposition -fno-strict-aliasing \
   -fno-stack-protector -fno-plt -fexceptions -fno-tree-slp-vectorize -Iinclude -Isrc $(SANFLAGS_LIB) \
   -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) \
-  -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_OVERRIDE=$(OVERRIDE) -DHAK_PORTABLE=$(PORTABLE) -DHAK_TRACK=$(TRACK)
+  -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_OVERRIDE=$(OVERRIDE) -DHAK_PORTABLE=$(PORTABLE) -DHAK_TRACK=$(TRACK) -DHAK_HARDENED=$(HARDENED)
 LIB_SRCS := src/lock.c src/os.c src/class.c src/region.c src/superslab.c src/slab.c src/refill.c \
   src/front.c src/span.c src/large.c src/purge.c src/thread.c src/options.c src/stats.c \
   src/guard.c src/prof.c src/api.c
@@ -98,7 +103,7 @@ $(BUILD)/libhakmem.a: $(LIB_OBJS)
 # ---- tests --------------------------------------------------------------
 # Tests that look inside (test_hakapi_*) see the library's build settings.
 CFLAGS_TEST := -std=gnu11 -D_GNU_SOURCE -O1 -g $(WARN) -Wno-missing-prototypes -Iinclude -Isrc $(SANFLAGS) \
-  -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_DEBUG=$(DEBUG) -DHAK_PORTABLE=$(PORTABLE) \
+  -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_DEBUG=$(DEBUG) -DHAK_PORTABLE=$(PORTABLE) -DHAK_HARDENED=$(HARDENED) \
   -DHAK_TRACK=$(TRACK) \
   -fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc -fno-builtin-realloc
 TEST_SRCS := $(wildcard tests/test_*.c)
@@ -137,9 +142,11 @@ $(BUILD)/tests/plain_%: tests/plain_%.cc
 
 test: tests
 	@sh tests/run.sh $(BUILD)
-ifeq ($(DEBUG)$(SAN),0)
+ifeq ($(DEBUG)$(SAN)$(HARDENED),00)
 	@$(MAKE) --no-print-directory DEBUG=1 tests
 	@sh tests/run.sh build-debug$(PORT_SUFFIX)
+	@$(MAKE) --no-print-directory HARDENED=1 tests
+	@sh tests/run.sh build-hardened$(PORT_SUFFIX)
 endif
 
 # UBSan on the library and every test; TSan on the multi-threaded hak_ API tests;
@@ -237,4 +244,4 @@ deb:
 
 clean:
 	rm -rf build build-debug build-ubsan build-tsan build-aarch64 build-deb build-portable \
-	  build-debug-portable build-valgrind build-debug-valgrind build-asan
+	  build-debug-portable build-valgrind build-debug-valgrind build-asan build-hardened build-hardened-portable

@@ -11,6 +11,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* Weak: a static program has no C library malloc to hand blocks back to. */
@@ -53,6 +55,43 @@ void _hak_guard_double_free(const void *p, const char *call, size_t size) {
 void _hak_guard_bad_pointer(const void *p, const char *call, const char *why) {
   _hak_guard_write("hakmem: %s(): invalid pointer %p (%s)\n", call, p, why);
   abort();
+}
+
+/* ---- the hardened build's links and guard pages -------------------------- */
+/* The link secret (hakmem_internal.h, "free-list links"): the kernel's
+ * AT_RANDOM bytes mixed with the clock and an address, so it differs from
+ * run to run; set once at init, before any list exists. */
+uintptr_t _hak_guard_link_secret;
+
+void _hak_guard_init(void) {
+  uint64_t k = (uint64_t)(uintptr_t)&_hak_guard_link_secret * 0xD6E8FEB86659FD93ull;
+  const unsigned char *rnd = (const unsigned char *)getauxval(AT_RANDOM);
+  if (rnd) { uint64_t r; memcpy(&r, rnd, sizeof r); k ^= r; }
+  k ^= _hak_os_now_ns() * 0x94D049BB133111EBull;
+  _hak_guard_link_secret = (uintptr_t)(k ^ k >> 31);
+}
+
+static const char *tier_name(unsigned c) {
+  static const char *const names[] = { "Tiny", "L2", "L2.5", "Large" };
+  return names[_hak_classes[c].tier];
+}
+
+void _hak_guard_bad_link(const void *b, const void *next, unsigned c) {
+  _hak_guard_write("hakmem: corrupted free list: the link of free block %p (class %u, %u-byte %s blocks) "
+                   "decodes to %p, not a block of its class (use after free?)\n",
+                   b, c, _hak_classes[c].size, tier_name(c), next);
+  abort();
+}
+
+void _hak_guard_written_after_free(const void *b, unsigned c) {
+  _hak_guard_write("hakmem: free block %p (class %u, %u-byte %s blocks) was written after free "
+                   "(its first word changed while its reuse was delayed)\n",
+                   b, c, _hak_classes[c].size, tier_name(c));
+  abort();
+}
+
+bool _hak_guard_pages(void *p, size_t bytes, bool on) {
+  return mprotect(p, bytes, on ? PROT_NONE : PROT_READ | PROT_WRITE) == 0;
 }
 
 /* ---- where does an address live? ------------------------------------------ */

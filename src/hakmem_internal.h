@@ -41,7 +41,11 @@
  * ownership map region.c; thread front front.c (fast paths below); warm
  * pool refill.c; remote free slab.c; rings front.c; span heap span.c;
  * Large large.c; purge purge.c; thread exit thread.c; fork lock.c; locks lock.c;
- * options options.c; stats stats.c; bad pointers guard.c; heap profile prof.c.
+ * options options.c; stats stats.c; bad pointers guard.c; heap profile prof.c;
+ * free-list links this file (the link contract, below). The hardened build
+ * (HAK_HARDENED, README "Hardened mode"): link secret and guard pages
+ * guard.c, delayed reuse front.c, carve order slab.c, guard page placement
+ * region.c and large.c.
  *
  * Fast paths are the HAK_FAST functions at the end of this file (always
  * inlined: malloc, free, and the thread front's list and credit under
@@ -77,6 +81,9 @@
 #endif
 #ifndef HAK_FAST_STATS
 #define HAK_FAST_STATS 0
+#endif
+#ifndef HAK_HARDENED                   /* 1: make HARDENED=1 (README, "Hardened mode") */
+#define HAK_HARDENED 0
 #endif
 #ifndef HAK_SHARED_LIB                 /* 1: compiled for libhakmem.so (the Makefile) */
 #define HAK_SHARED_LIB 0
@@ -196,6 +203,38 @@ extern struct hak_map _hak_region_map;
 extern uint64_t _hak_thread_free_key;
 #define HAK_FREE_KEY ((void *)_hak_thread_free_key)
 #endif
+
+/* ---- free-list links ---------------------------------------------------- */
+/* Word 0 of a free block links it to the next block of its list (a thread
+ * front, a slab's free or remote list, a chain in transit to them, the span
+ * heap's returns). Every read and write of a link goes through this one
+ * contract:
+ *   hak_link_set(b, next)   b's link names next (NULL ends the list)
+ *   hak_link_get(b)         the block b's link names (no check)
+ *   hak_link_next(b, c)     the same, on a pop of a class-c list: checked
+ * The default build stores the address itself. The hardened build
+ * (HAK_HARDENED) stores next ^ (address of the link >> 12) ^ a per-process
+ * secret (glibc's safe-linking, plus a secret from the kernel's random
+ * bytes), so a use-after-free write of an address into word 0 decodes to an
+ * address the program did not choose, and hak_link_next aborts with one
+ * line naming the block and the class (_hak_guard_bad_link) when what it
+ * decodes is not NULL and not a block start of class c (the ownership map;
+ * a span block by _hak_span_front). HAK_LINK_CHECKS selects the form: the
+ * hardened build's, alone, is what docs/experiments.md measured for the
+ * default build ("Encoded free-list links"). */
+#ifndef HAK_LINK_CHECKS
+#define HAK_LINK_CHECKS HAK_HARDENED
+#endif
+extern uintptr_t _hak_guard_link_secret;      /* guard.c: set at init */
+#if HAK_LINK_CHECKS
+HAK_FAST void *hak_link_code(void *const *at, const void *v) {
+  return (void *)((uintptr_t)v ^ ((uintptr_t)at >> 12) ^ _hak_guard_link_secret);
+}
+#else
+HAK_FAST void *hak_link_code(void *const *at, const void *v) { (void)at; return (void *)v; }
+#endif
+HAK_FAST void hak_link_set(void **b, const void *next) { b[0] = hak_link_code(b, next); }
+HAK_FAST void *hak_link_get(void *const *b) { return hak_link_code(b, b[0]); }
 
 /* ---- slabs --------------------------------------------------------------- */
 /* One slab: a run of blocks of one class, owned by at most one heap.
@@ -494,6 +533,7 @@ _Static_assert(sizeof(struct hak_tls) <= 1024, "keep the thread front's TLS smal
  * resident. */
 extern hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_MAX + 1];
 
+#define HAK_DELAY_MAX 16u              /* hardened build: delayed reuse depth (front.c) */
 #define HAK_WARM_MAX 32                /* build maximum of the warm pool cap    */
 #define HAK_ONE_WAY_CAP 64u            /* blocks a list used one way may hold   */
 #define HAK_FREE_ONLY_CAP 32u          /* ... when that way is free; it spills whole */
@@ -544,6 +584,10 @@ struct hak_heap {
   uint8_t warm_n[HAK_NTINY];
   struct hak_stats stats;
   struct hak_prof_thread prof;
+#if HAK_HARDENED
+  void *delayed[HAK_NCLS][HAK_DELAY_MAX];      /* blocks waiting to be reused (front.c) */
+  uint8_t delay_next[HAK_NCLS];                /* the ring slot the next free takes */
+#endif
   struct hak_heap *next_all;                   /* registry of all heaps     */
   struct hak_heap *next_free;                  /* free heaps, for reuse     */
   bool live;
@@ -625,6 +669,15 @@ void  _hak_front_heap_flush(struct hak_heap *h);
 unsigned _hak_front_max_cap(unsigned c);
 size_t _hak_front_max_bytes(unsigned first, unsigned last);  /* classes [first, last) */
 void  _hak_front_init(void);                      /* after the options           */
+#if HAK_HARDENED
+/* Delayed reuse: a waiting block's word 0 is 0 (not a link: it is on no
+ * list) until the program writes it. An empty ring slot names
+ * _hak_front_delay_none, two words that stay 0, so that a check reads every
+ * slot without a test. */
+extern void *_hak_front_delay_none[2];
+HAK_SLOW __attribute__((noreturn)) void _hak_front_delay_written(const struct hak_heap *h, unsigned c);
+void  _hak_front_delay_verify_all(const struct hak_heap *h);   /* every class: at process exit */
+#endif
 
 /* ---- span.c ---------------------------------------------------------------- */
 /* The span heap: blocks of the classes from HAK_SPAN_FIRST (the 40 KiB bridge
@@ -757,6 +810,14 @@ HAK_SLOW size_t _hak_guard_foreign_usable(const void *p, const char *call);
 HAK_SLOW void  *_hak_guard_foreign_realloc(void *p, size_t n, const char *call);
 HAK_SLOW __attribute__((noreturn)) void _hak_guard_double_free(const void *p, const char *call, size_t size); /* size 0: unknown */
 HAK_SLOW __attribute__((noreturn)) void _hak_guard_bad_pointer(const void *p, const char *call, const char *why);
+/* A free-list link that decodes to no block of the list's class, or a
+ * delayed block whose link was written while it waited (hardened build). */
+HAK_SLOW __attribute__((noreturn)) void _hak_guard_bad_link(const void *b, const void *next, unsigned c);
+HAK_SLOW __attribute__((noreturn)) void _hak_guard_written_after_free(const void *b, unsigned c);
+void   _hak_guard_init(void);                  /* the link secret; at init */
+/* Hardened build: pages [p, p + bytes) made inaccessible (on) or read-write
+ * again (off); false when the kernel refused. */
+bool   _hak_guard_pages(void *p, size_t bytes, bool on);
 /* printf to stderr / to fd through a stack buffer: never allocates. */
 void   _hak_guard_write(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void   _hak_guard_printf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -819,6 +880,23 @@ static inline int hak_block_class(const void *p) {
   return hak_map_is_block((uintptr_t)p, &slot) ? (int)hak_map_class(slot) : -1;
 }
 
+/* Is a (not NULL) a block start of class c: of a region of c, or a span
+ * block of c? The check of hak_link_next. */
+HAK_FAST bool hak_link_plausible(uintptr_t a, unsigned c) {
+  uintptr_t s = a >> HAK_REGION_SHIFT;
+  if (s < HAK_REGION_SLOTS && hak_block_test((uint32_t)a, hak_map_magic(s), hak_map_limit(s)))
+    return _hak_region_map.front[s] == HAK_FRONT(c);
+  return s == HAK_SPAN_SLOT && (a & (HAK_SPAN_COLOR_STEP - 1)) == 0 &&
+         HAK_RACY_LOAD(_hak_span_front[(uint32_t)a >> HAK_SPAN_STEP_SHIFT]) == HAK_FRONT(c);
+}
+
+HAK_FAST void *hak_link_next(void *const *b, unsigned c) {
+  void *next = hak_link_get(b);
+  if (HAK_LINK_CHECKS && HAK_UNLIKELY(next && !hak_link_plausible((uintptr_t)next, c)))
+    _hak_guard_bad_link(b, next, c);
+  return next;
+}
+
 /* Pushes b on list s - HAK_HOME_BASE (s: a home slot, so s >= HAK_HOME_BASE)
  * when the list has credit, taking one; false when it has none (its credit
  * is -1 then, and the slow path puts it back to 0). */
@@ -826,12 +904,29 @@ HAK_FAST bool hak_home_push(uintptr_t s, void **b) {
   return hak_prim_home_push(s, b);
 }
 
+#if HAK_HARDENED
+/* Hardened build, at every malloc of class c: has the program written a
+ * block waiting in h's delay ring of c since its free (word 0 not 0 any
+ * more)? One line naming the block and the class, and abort, before the
+ * malloc returns. Every slot, unrolled: 2 instructions each. */
+HAK_FAST void hak_delay_verify(const struct hak_heap *h, unsigned c) {
+  uintptr_t written = 0;
+#pragma GCC unroll 16
+  for (unsigned i = 0; i < HAK_DELAY_MAX; i++) written |= *(const uintptr_t *)h->delayed[c][i];
+  if (HAK_UNLIKELY(written != 0)) _hak_front_delay_written(h, c);
+}
+#endif
+
 /* Pops the thread front's list whose table entry is e (hak_size_entry_t);
- * NULL when it is empty. */
+ * NULL when it is empty. The hardened build verifies the class's delay
+ * ring first. */
 HAK_FAST void *hak_list_pop(intptr_t e) {
   void **b = hak_prim_head(e);
   if (HAK_LIKELY(b != NULL)) {
-    hak_prim_unlink(e, b[0]);
+#if HAK_HARDENED
+    hak_delay_verify(_hak_thread_tls.heap, hak_prim_front(e) - 1);   /* a list holds blocks only once the heap exists */
+#endif
+    hak_prim_unlink(e, HAK_LINK_CHECKS ? hak_link_next(b, hak_prim_front(e) - 1) : b[0]);
     b[1] = NULL;                              /* not free any more */
 #if HAK_FAST_STATS
     _hak_thread_tls.heap->stats.hits[hak_prim_front(e) - 1]++;   /* a list holds blocks only once the heap exists */
@@ -872,7 +967,7 @@ HAK_FAST void hak_free_inline(void *p) {
     void **b = (void **)p;
     void *key = HAK_FREE_KEY;                 /* read once (the push's asm clobbers memory) */
     if (HAK_LIKELY(b[1] != key)) {
-      if (HAK_LIKELY(hak_home_push(s, b))) {
+      if (HAK_LIKELY(!HAK_HARDENED && hak_home_push(s, b))) {   /* hardened: the delay first */
         b[1] = key;
 #if HAK_FAST_STATS
         _hak_thread_tls.heap->stats.frees[s - HAK_HOME_BASE - 1]++;

@@ -22,6 +22,13 @@
  * write every byte malloc_usable_size gives it, not only what it asked for. */
 struct large_entry { uintptr_t addr; size_t bytes; size_t dirty; uint32_t freed_ms; };
 
+/* The hardened build puts a guard page after every Large block: the last
+ * page of its mapping (counted in bytes, not in the usable size) is
+ * inaccessible while the block lives, so a write past the end of the
+ * block faults; a freed block's range goes to the cache accessible again.
+ * A realloc moves the block (the guard page stays with its range). */
+#define HAK_LARGE_GUARD (HAK_HARDENED ? (size_t)HAK_PAGE : 0)
+
 /* Live blocks: open addressing, linear probing, backward-shift deletion. */
 hak_lock_t _hak_large_lock;
 static struct large_entry *table;
@@ -221,7 +228,8 @@ static struct large_entry large_map(size_t bytes, size_t align, const struct lar
 void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   if (align < HAK_PAGE) align = HAK_PAGE;
   size_t bytes = n ? (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1) : HAK_PAGE;
-  if (bytes < n || bytes > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+  if (bytes < n || bytes + HAK_LARGE_GUARD > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
+  bytes += HAK_LARGE_GUARD;
   struct large_entry e = { 0, 0, 0, 0 }, parts[HAK_LARGE_CACHE_SLOTS];
   unsigned nparts = 0;
   hak_lock(&_hak_large_lock);
@@ -236,6 +244,7 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   if (!e.addr) { errno = ENOMEM; return NULL; }
   atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_reused, (int64_t)reused, memory_order_relaxed);
   if (zero) memset((void *)e.addr, 0, min_size(n, e.dirty));   /* past dirty the pages read 0 */
+  if (HAK_LARGE_GUARD) (void)_hak_guard_pages((void *)(e.addr + e.bytes - HAK_LARGE_GUARD), HAK_LARGE_GUARD, true);
   hak_lock(&_hak_large_lock);
   bool ok = table_insert(e.addr, e.bytes);
   hak_unlock(&_hak_large_lock);
@@ -262,6 +271,7 @@ bool _hak_large_free(void *p, const char *call) {
   }
   size_t bytes = e->bytes, dirty = e->dirty;
   table_remove(e);
+  if (HAK_LARGE_GUARD) (void)_hak_guard_pages((void *)(a + bytes - HAK_LARGE_GUARD), HAK_LARGE_GUARD, false);
   cache_put(a, bytes, dirty);
   hak_unlock(&_hak_large_lock);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, -(int64_t)bytes);
@@ -274,7 +284,7 @@ bool _hak_large_free(void *p, const char *call) {
 size_t _hak_large_usable(const void *p) {
   hak_lock(&_hak_large_lock);
   struct large_entry *e = table_find((uintptr_t)p);
-  size_t bytes = e ? e->bytes : 0;
+  size_t bytes = e ? e->bytes - HAK_LARGE_GUARD : 0;
   hak_unlock(&_hak_large_lock);
   return bytes;
 }
@@ -292,6 +302,7 @@ static void resize_in_place(struct large_entry *e, size_t bytes) {
  * resident pages is cheaper than faulting in a fresh tail), mremap moves it.
  * NULL: the caller moves the block itself (allocate, copy, free). */
 void *_hak_large_realloc(void *p, size_t n) {
+  if (HAK_LARGE_GUARD) return NULL;               /* the guard page stays where it is: move */
   size_t bytes = (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1);
   if (bytes < n || bytes > PTRDIFF_MAX) return NULL;
   hak_lock(&_hak_large_lock);

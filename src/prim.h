@@ -19,7 +19,8 @@
  *                            yet) reads a word that must hold NULL
  *   hak_prim_unlink(e, next) after a pop of head(e): head = next, credit + 1
  *   hak_prim_home_push(s, b) pushes b on list s - HAK_HOME_BASE when it has
- *                            credit, taking one (b[0] = old head); false when
+ *                            credit, taking one (b's link = old head, through
+ *                            hak_link_set); false when
  *                            it has none (credit left at -1)
  * Entry 0 reads NULL in every thread is checked at initialization
  * (_hak_class_table_init: hak_prim_head(0)); where it does not, the whole
@@ -52,7 +53,10 @@ HAK_FAST hak_size_entry_t hak_prim_entry(unsigned f) {
   return (hak_size_entry_t)((uintptr_t)&_hak_thread_tls.head[f] - tp - HAK_TCB_ZERO);
 }
 HAK_FAST unsigned hak_prim_front(intptr_t e) {
-  return (unsigned)((e - hak_prim_entry(0)) / (intptr_t)sizeof(void *));
+  intptr_t tls;                               /* the %fs offset of _hak_thread_tls: one load, no thread pointer */
+  __asm__("movq _hak_thread_tls@gottpoff(%%rip), %0" : "=r"(tls));
+  return (unsigned)((uintptr_t)(e + HAK_TCB_ZERO - tls - (intptr_t)offsetof(struct hak_tls, head)) /
+                    sizeof(void *));
 }
 HAK_FAST void **hak_prim_head(intptr_t e) {
   void **b;
@@ -81,7 +85,7 @@ HAK_FAST bool hak_prim_home_push(uintptr_t s, void **b) {
                  [head] "i"((long)offsetof(struct hak_tls, head) - 8L * HAK_HOME_BASE)
                : "cc", "memory" : none);
   (void)tp;
-  b[0] = old;
+  hak_link_set(b, old);
   return true;
 none:
   return false;
@@ -104,7 +108,7 @@ HAK_FAST void hak_prim_unlink(intptr_t e, void *next) {
 HAK_FAST bool hak_prim_home_push(uintptr_t s, void **b) {
   uintptr_t f = s - HAK_HOME_BASE;
   if (--_hak_thread_tls.credit[f] < 0) return false;
-  b[0] = _hak_thread_tls.head[f];
+  hak_link_set(b, _hak_thread_tls.head[f]);
   _hak_thread_tls.head[f] = b;
   return true;
 }

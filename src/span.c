@@ -314,7 +314,7 @@ unsigned _hak_span_take(unsigned c, unsigned max, void **chain) {
   void *list = NULL;
   for (unsigned k = got; k-- > 0; ) {         /* outside the lock: fresh pages fault in here */
     void **b = (void **)block_at(runs[k]);
-    b[0] = list;
+    hak_link_set(b, list);
     b[1] = HAK_FREE_KEY;
     list = b;
   }
@@ -330,7 +330,7 @@ void _hak_span_return(unsigned c, void *chain) {
   uint32_t now = _hak_os_now_ms();
   hak_lock(&_hak_span_lock);
   for (void **b = chain, **next; b; b = next, n++) {
-    next = b[0];
+    next = hak_link_next(b, c);
     uint32_t i = (uint32_t)(((uintptr_t)b - SPAN_BASE) >> HAK_SPAN_PAGE_SHIFT);
     HAK_ASSERT((uintptr_t)b == block_at(i) && span.page[i].state == SPAN_USED && *front_of(i) == HAK_FRONT(c));
     run_free(i, now);

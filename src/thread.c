@@ -53,6 +53,7 @@ void _hak_thread_init(void) {
   _hak_options_init();
   _hak_os_limit_init();
   _hak_front_init();
+  _hak_guard_init();
 #if !HAK_SHARED_LIB
   _hak_thread_free_key = make_free_key();
 #endif
@@ -62,7 +63,9 @@ void _hak_thread_init(void) {
   if (_hak_options_get(HAK_OPT_PRINT_OPTIONS)) _hak_options_print();
 }
 
-/* Both read and write metadata (track.h). */
+/* Both read and write metadata (track.h). Process exit: the hardened build
+ * verifies the exiting thread's delay rings (the other threads may still
+ * run: their rings are theirs). */
 __attribute__((constructor)) static void hak_boot(void) {
   hak_track_enter();
   _hak_thread_init();
@@ -70,6 +73,9 @@ __attribute__((constructor)) static void hak_boot(void) {
 }
 __attribute__((destructor)) static void hak_shutdown(void) {
   hak_track_enter();
+#if HAK_HARDENED
+  if (_hak_thread_tls.heap) _hak_front_delay_verify_all(_hak_thread_tls.heap);
+#endif
   _hak_stats_at_exit();
   hak_track_leave();
 }
