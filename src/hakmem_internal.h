@@ -886,8 +886,9 @@ HAK_FAST bool hak_link_plausible(uintptr_t a, unsigned c) {
   uintptr_t s = a >> HAK_REGION_SHIFT;
   if (s < HAK_REGION_SLOTS && hak_block_test((uint32_t)a, hak_map_magic(s), hak_map_limit(s)))
     return _hak_region_map.front[s] == HAK_FRONT(c);
-  return s == HAK_SPAN_SLOT && (a & (HAK_SPAN_COLOR_STEP - 1)) == 0 &&
-         HAK_RACY_LOAD(_hak_span_front[(uint32_t)a >> HAK_SPAN_STEP_SHIFT]) == HAK_FRONT(c);
+  uint32_t o = (uint32_t)a;
+  return s == HAK_SPAN_SLOT && (o & (HAK_PAGE - 1)) == hak_span_start_offset(o) &&
+         HAK_RACY_LOAD(_hak_span_front[o >> HAK_SPAN_PAGE_SHIFT]) == HAK_FRONT(c);
 }
 
 HAK_FAST void *hak_link_next(void *const *b, unsigned c) {
