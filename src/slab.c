@@ -104,7 +104,11 @@ static void carve_next(const struct hak_slab *s, struct carve_walk *w) {
  * does not carve blocks the thread may never use: they would be resident.
  * (Mid classes carve a whole batch: one block a refill cost mid_large_mt
  * 25%.) Nothing is carved when carve_ok is false. Every block leaves with
- * word 1 = free key.
+ * word 1 = free key. Fresh blocks are handed out in carve order (address
+ * order in the default build): the run is chained head first, not pushed
+ * block by block, so a program that walks its blocks in the order it got
+ * them walks memory upwards, as the hardware's stream prefetchers expect
+ * (docs/experiments.md, "Fresh blocks in address order": xmllint +30%).
  * A whole local list of at most room blocks goes in one step, without a
  * walk: the blocks of a list that came back from another thread are in
  * that thread's cache, and walking them costs a miss each. */
@@ -132,16 +136,20 @@ unsigned _hak_slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, un
   const unsigned recycled = n;
   if (carve && s->carved < s->capacity) {
     struct carve_walk w;
+    void **head = NULL, **tail = NULL;
     carve_begin(s, &w);
     for (; carve; carve--) {
       void **b = (void **)(s->start + (uintptr_t)w.k * size);
-      hak_link_set(b, *list);
       b[1] = HAK_FREE_KEY;
-      *list = b;
+      if (tail) hak_link_set(tail, b);
+      else head = b;
+      tail = b;
       n++;
       if (++s->carved == s->capacity) break;
       carve_next(s, &w);
     }
+    hak_link_set(tail, *list);
+    *list = head;
   }
   h->stats.carved[s->cls] += n - recycled;
   s->used += n;
