@@ -83,6 +83,7 @@ static __attribute__((noinline)) void free_by_kind(void *p, const char *call) {
   if (h) h->stats.free_slow++;
   int c = live_class(p, call);
   if (c >= 0) { _hak_front_free_slow(p, (unsigned)c); return; }   /* spills first if full (a purge tick) */
+  if (_hak_heap_free(p, call)) return;
   _hak_purge_tick();
   if (_hak_large_free(p, call)) return;
   _hak_guard_foreign_free(p, call);
@@ -121,6 +122,7 @@ HAK_API size_t hak_malloc_usable_size(const void *p) {
   int c = live_class((void *)p, "malloc_usable_size");
   if (c >= 0) return _hak_classes[c].size;
   size_t large = _hak_large_usable(p);
+  if (!large) large = _hak_heap_usable(p);
   return large ? large : _hak_guard_foreign_usable(p, "malloc_usable_size");
 }
 
@@ -137,6 +139,8 @@ HAK_API void *hak_realloc(void *p, size_t n) {
   } else if ((old = _hak_large_usable(p)) != 0) {
     void *q = n > HAK_MID_MAX ? _hak_large_realloc(p, n) : NULL;
     if (q) return q;
+  } else if ((old = _hak_heap_usable(p)) != 0) {   /* moves to the thread's heap when it must move */
+    if (n <= old && n >= old / 2) return p;
   } else {
     return _hak_guard_foreign_realloc(p, n, "realloc");
   }
