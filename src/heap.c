@@ -58,7 +58,8 @@ struct heap_seg {
   uintptr_t base;                    /* first block                          */
   size_t bytes;                      /* the mapping                          */
   uint32_t size;                     /* block size (Large: 0, see bytes)     */
-  uint32_t capacity, carved, used;   /* blocks: in all, carved, out          */
+  uint32_t capacity, carved, used;   /* blocks: in all, carved (written by the
+                                        owner, read by remote frees), out    */
   uint16_t cls;                      /* class, or HEAP_LARGE                 */
   uint8_t full;                      /* on its class's full list             */
   void *free;                        /* free blocks, linked by word 0        */
@@ -222,8 +223,9 @@ static void *seg_pop(struct heap_seg *s) {
   if (b) {
     s->free = b[0];
     b[1] = NULL;                              /* not free any more */
-  } else if (s->carved < s->capacity) {
-    b = (void **)(s->base + (size_t)s->carved++ * s->size);   /* fresh: reads 0 */
+  } else if (s->carved < s->capacity) {              /* fresh: reads 0 */
+    b = (void **)(s->base + (size_t)s->carved * s->size);
+    __atomic_store_n(&s->carved, s->carved + 1, __ATOMIC_RELAXED);   /* remote frees read it */
   } else {
     return NULL;
   }
@@ -237,7 +239,8 @@ static bool seg_block_out(const struct heap_seg *s, void *p, const char *call) {
   if (a < s->base || a - s->base >= s->bytes) return false;
   if (s->cls == HEAP_LARGE) {
     if (a != s->base) return false;
-  } else if ((a - s->base) % s->size || (a - s->base) / s->size >= s->carved) {
+  } else if ((a - s->base) % s->size ||
+             (a - s->base) / s->size >= __atomic_load_n(&s->carved, __ATOMIC_RELAXED)) {
     return false;
   }
   if (((void **)p)[1] == (void *)free_key)

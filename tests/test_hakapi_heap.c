@@ -15,6 +15,15 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#if defined(__SANITIZE_THREAD__)                      /* ThreadSanitizer's munmap and checks are slow */
+#define CYCLES 300
+#define SHARED 5000
+#define RACE 500
+#else
+#define CYCLES 10000
+#define SHARED 20000
+#define RACE 2000
+#endif
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
 
@@ -139,11 +148,11 @@ static void cycles(unsigned n) {
     }
 }
 static void test_cycles(void) {
-    cycles(1000);
+    cycles(CYCLES / 10);
     long vm0 = proc_status_kib("VmSize"), rss0 = proc_status_kib("VmRSS");
     int maps0 = count_maps();
     size_t mapped0 = mapped();
-    cycles(10000);
+    cycles(CYCLES);
     long vm1 = proc_status_kib("VmSize"), rss1 = proc_status_kib("VmRSS");
     int maps1 = count_maps();
     CHECKF(vm1 - vm0 < 4096 && rss1 - rss0 < 2048, "VmSize +%ld KiB, RSS +%ld KiB", vm1 - vm0, rss1 - rss0);
@@ -152,7 +161,6 @@ static void test_cycles(void) {
 }
 
 /* ---- threads ---------------------------------------------------------------- */
-#define SHARED 20000
 static void *shared[SHARED];
 static size_t shared_size[SHARED];
 static atomic_int next_shared, bad_blocks, invalid_total;
@@ -220,7 +228,7 @@ static void test_destroy_racing_frees(void) {
         hak_heap_t *h = hak_heap_new();
         fill_shared(h);
         atomic_store(&invalid_total, 0);
-        int first = SHARED - 2000;                     /* the last 2,000 blocks race */
+        int first = SHARED - RACE;                     /* the last RACE blocks race */
         atomic_store(&next_shared, first);
         pthread_t t[3];
         struct freer f = { 0 };
@@ -228,10 +236,10 @@ static void test_destroy_racing_frees(void) {
         for (int i = 0; i < 3; i++) pthread_create(&t[i], NULL, freer_main, &f);
         usleep(1000);
         atomic_store(&go, 1);                          /* the frees start, and the destroy */
-        for (int k = 0; k < round * 1000; k++) sched_yield();
+        for (int k = 0; k < round * RACE / 2; k++) sched_yield();
         hak_heap_destroy(h);
         for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
-        CHECK(atomic_load(&invalid_total) <= 2000);
+        CHECK(atomic_load(&invalid_total) <= RACE);
         CHECK(mapped() <= before);
     }
     unsigned char *p = hak_malloc(100);                /* the allocator works on */
