@@ -81,9 +81,9 @@ static __attribute__((noinline)) void free_by_kind(void *p, const char *call) {
   if (!p) return;
   struct hak_heap *h = _hak_thread_tls.heap;
   if (h) h->stats.free_slow++;
+  if (_hak_heap_free(p, call)) return;         /* a block of a first-class heap (heap.c) */
   int c = live_class(p, call);
   if (c >= 0) { _hak_front_free_slow(p, (unsigned)c); return; }   /* spills first if full (a purge tick) */
-  if (_hak_heap_free(p, call)) return;
   _hak_purge_tick();
   if (_hak_large_free(p, call)) return;
   _hak_guard_foreign_free(p, call);

@@ -49,7 +49,9 @@
  * Invariants: carved <= capacity; used + |free| == carved; every block on
  * free is a block start below carved whose word 1 holds free_key; xheap ==
  * h (a live heap) => the segment is on exactly one of h's lists: class
- * cls's avail (full == 0) or full (full == 1) list, or h's large list;
+ * cls's avail or full list (where says which), h's empty list (used == 0,
+ * at most HEAP_KEEP_EMPTY of them: segments kept for any class), or h's
+ * large list;
  * xheap == &orphans => on orphan_segs, used > 0; xheap == NULL => neither
  * mapped in seg_map nor on any list (a free header, or being unmapped).
  * A Large block: capacity == carved == used == 1, size == bytes. */
@@ -61,12 +63,15 @@ struct heap_seg {
   uint32_t capacity, carved, used;   /* blocks: in all, carved (written by the
                                         owner, read by remote frees), out    */
   uint16_t cls;                      /* class, or HEAP_LARGE                 */
-  uint8_t full;                      /* on its class's full list             */
+  uint8_t where;                      /* enum seg_where: its list in the heap */
+  uint64_t magic, magic_unit;        /* hak_block_test's constants for size  */
   void *free;                        /* free blocks, linked by word 0        */
   struct heap_seg *prev, *next;      /* the list it is on                    */
 };
 
+enum seg_where { SEG_AVAIL, SEG_FULL, SEG_EMPTY };
 struct heap_class { struct heap_seg *avail, *full; };
+#define HEAP_KEEP_EMPTY 4                   /* empty segments a heap keeps mapped */
 
 /* A heap. Invariants: magic == HEAP_MAGIC while it is live; only the owner
  * touches cls and large; xremote holds blocks of h's segments with
@@ -76,6 +81,8 @@ struct hak_heap_s {
   const void *owner;                 /* &_hak_thread_tls of the owning thread */
   struct heap_class cls[HEAP_NCLS];
   struct heap_seg *large;            /* its Large blocks                      */
+  struct heap_seg *empty;            /* empty segments, for any class         */
+  uint32_t nempty;
   _Atomic uintptr_t xremote;         /* blocks freed by other threads (MPSC)  */
   _Atomic uint32_t xfreeing;         /* remote frees in flight                */
   struct hak_heap_s *prev_owned, *next_owned;   /* the owner's heaps; next_owned: free heaps too */
@@ -145,7 +152,8 @@ static void list_unlink(struct heap_seg **head, struct heap_seg *s) {
 static struct heap_seg **seg_list(struct hak_heap_s *h, struct heap_seg *s) {
   if (h == &orphans) return &orphan_segs;
   if (s->cls == HEAP_LARGE) return &h->large;
-  return s->full ? &h->cls[s->cls].full : &h->cls[s->cls].avail;
+  if (s->where == SEG_EMPTY) return &h->empty;
+  return s->where == SEG_FULL ? &h->cls[s->cls].full : &h->cls[s->cls].avail;
 }
 
 /* Debug builds: the segment's invariants (its free list walked). */
@@ -222,13 +230,13 @@ static void *seg_pop(struct heap_seg *s) {
   void **b = s->free;
   if (b) {
     s->free = b[0];
-    b[1] = NULL;                              /* not free any more */
-  } else if (s->carved < s->capacity) {              /* fresh: reads 0 */
+  } else if (s->carved < s->capacity) {      /* a segment kept empty is not fresh */
     b = (void **)(s->base + (size_t)s->carved * s->size);
     __atomic_store_n(&s->carved, s->carved + 1, __ATOMIC_RELAXED);   /* remote frees read it */
   } else {
     return NULL;
   }
+  b[1] = NULL;                                /* not free */
   s->used++;
   return b;
 }
@@ -239,8 +247,8 @@ static bool seg_block_out(const struct heap_seg *s, void *p, const char *call) {
   if (a < s->base || a - s->base >= s->bytes) return false;
   if (s->cls == HEAP_LARGE) {
     if (a != s->base) return false;
-  } else if ((a - s->base) % s->size ||
-             (a - s->base) / s->size >= __atomic_load_n(&s->carved, __ATOMIC_RELAXED)) {
+  } else if (!hak_block_test((uint32_t)(a - s->base), s->magic,
+                             __atomic_load_n(&s->carved, __ATOMIC_RELAXED) * s->magic_unit)) {
     return false;
   }
   if (((void **)p)[1] == (void *)free_key)
@@ -256,10 +264,10 @@ static void seg_free(struct hak_heap_s *h, struct heap_seg *s, void **b) {
     b[0] = s->free;
     b[1] = (void *)free_key;
     s->free = b;
-    if (s->full && h != &orphans) {        /* behind the first: an empty first stays first */
+    if (s->where == SEG_FULL && h != &orphans) {   /* behind the first: the first stays */
       struct heap_seg **avail = &h->cls[s->cls].avail;
       list_unlink(&h->cls[s->cls].full, s);
-      s->full = 0;
+      s->where = SEG_AVAIL;
       struct heap_seg *first = *avail;
       if (!first) {
         list_push(avail, s);
@@ -276,9 +284,14 @@ static void seg_free(struct hak_heap_s *h, struct heap_seg *s, void **b) {
     list_unlink(&orphan_segs, s);
     atomic_store(&s->xheap, NULL);
     seg_unmap_locked(s);
-  } else if (s->cls == HEAP_LARGE || h->cls[s->cls].avail != s) {
+  } else if (s->cls == HEAP_LARGE || h->nempty >= HEAP_KEEP_EMPTY) {
     seg_check(s);
-    seg_retire(h, s);
+    if (s->cls == HEAP_LARGE || h->cls[s->cls].avail != s) seg_retire(h, s);
+  } else if (h->cls[s->cls].avail != s) {   /* kept for the next segment of any class */
+    list_unlink(&h->cls[s->cls].avail, s);
+    s->where = SEG_EMPTY;
+    list_push(&h->empty, s);
+    h->nempty++;
   }
 }
 
@@ -325,14 +338,26 @@ static HAK_SLOW void *class_alloc_slow(struct hak_heap_s *h, unsigned c) {
     if (b) return b;
     seg_check(s);
     list_unlink(&k->avail, s);
-    s->full = 1;
+    s->where = SEG_FULL;
     list_push(&k->full, s);
   }
-  struct heap_seg *s = seg_create(h, HEAP_SEG, HEAP_SEG);
-  if (!s) { errno = ENOMEM; return NULL; }
+  struct heap_seg *s = h->empty;
+  if (s) {
+    list_unlink(&h->empty, s);
+    h->nempty--;
+  } else if (!(s = seg_create(h, HEAP_SEG, HEAP_SEG))) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  uint32_t size = class_size(c);
   s->cls = (uint16_t)c;
-  s->size = class_size(c);
-  s->capacity = (uint32_t)(HEAP_SEG / s->size);
+  s->size = size;
+  s->magic = UINT64_MAX / size + 1 + ((size & (size - 1)) == 0);   /* floor(2^64 / size) + 1 */
+  s->magic_unit = s->magic * size;
+  s->capacity = (uint32_t)(HEAP_SEG / size);
+  s->carved = 0;
+  s->free = NULL;
+  s->where = SEG_AVAIL;
   list_push(&k->avail, s);
   return seg_pop(s);
 }
@@ -403,7 +428,7 @@ static void heap_release(struct hak_heap_s *h) {
 /* Calls fn on every segment of h. */
 static void heap_each_seg(struct hak_heap_s *h, void (*fn)(struct hak_heap_s *, struct heap_seg *)) {
   for (unsigned c = 0; c <= HEAP_NCLS; c++) {
-    struct heap_seg *lists[2] = { c < HEAP_NCLS ? h->cls[c].avail : h->large, c < HEAP_NCLS ? h->cls[c].full : NULL };
+    struct heap_seg *lists[2] = { c < HEAP_NCLS ? h->cls[c].avail : h->large, c < HEAP_NCLS ? h->cls[c].full : h->empty };
     for (unsigned i = 0; i < 2; i++)
       for (struct heap_seg *s = lists[i], *next; s; s = next) { next = s->next; fn(h, s); }
   }
@@ -418,7 +443,7 @@ static void seg_destroy(struct hak_heap_s *h, struct heap_seg *s) { (void)h; seg
 static void seg_adopt(struct hak_heap_s *h, struct heap_seg *s) {
   (void)h;
   seg_check(s);
-  s->full = 0;
+  s->where = SEG_AVAIL;
   if (s->used == 0) {
     atomic_store(&s->xheap, NULL);
     seg_unmap_locked(s);

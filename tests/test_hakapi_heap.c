@@ -102,6 +102,23 @@ static void test_blocks(void) {
         }
 }
 
+/* Segments emptied and kept serve other classes: rounds of 10,000 blocks
+ * of alternating sizes, all freed each round, on one heap. */
+static void test_empty_segments(void) {
+    static void *p[10000];
+    size_t before = mapped();
+    hak_heap_t *h = hak_heap_new();
+    for (unsigned round = 0; round < 8; round++) {
+        size_t n = round % 2 ? 96 : 512 + 16 * round;
+        for (unsigned i = 0; i < 10000; i++) { p[i] = hak_heap_malloc(h, n); fill(p[i], n, i + round); }
+        for (unsigned i = 0; i < 10000; i++) CHECK(intact(p[i], n, i + round));
+        for (unsigned i = 0; i < 10000; i++) hak_free(p[(i * 7919) % 10000]);
+    }
+    CHECKF(mapped() <= before + 8 * MiB, "an empty heap maps %zu bytes", mapped() - before);
+    hak_heap_destroy(h);
+    CHECK(mapped() <= before);
+}
+
 /* Destroy: the pages go back (RSS and mapped bytes), the heap's blocks are
  * gone, and the default heap is untouched. */
 static void test_destroy_rss(void) {
@@ -301,6 +318,7 @@ int main(int argc, char **argv) {
         return 99;
     }
     test_blocks();
+    test_empty_segments();
     test_destroy_rss();
     test_cycles();
     test_remote_frees();
