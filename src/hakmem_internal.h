@@ -361,7 +361,7 @@ extern struct hak_pool _hak_slab_pools[HAK_NCLS];
   X(SPAN,   "span",   _hak_span_lock, 1, 0, "span.c: the span heap (every refill and spill of 40 KiB to 1 MiB)") \
   X(SLOT,   "slot",   _hak_region_slot_lock, 1, 0, "region.c: claiming a 4 GiB slot for a region") \
   X(LARGE,  "large",  _hak_large_lock, 1, 0, "large.c: Large blocks and the range cache (every Large free, every foreign-pointer probe)") \
-  X(HEAP,   "heap",   _hak_heap_lock, 1, 0, "heap.c: first-class heaps' segment map, free headers, orphan segments") \
+  X(HEAP,   "user_heaps", _hak_heap_lock, 1, 0, "heap.c: first-class heaps' segment map, free headers and heaps, orphan segments") \
   X(META,   "meta",   _hak_os_meta_lock, 1, 0, "os.c: the metadata arena")
 extern hak_lock_t _hak_stats_totals_lock, _hak_thread_heaps_lock, _hak_span_lock,
                   _hak_region_slot_lock, _hak_large_lock, _hak_heap_lock, _hak_os_meta_lock;
