@@ -644,6 +644,7 @@ bool   _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
  * and usable size ask here after the classes. */
 bool   _hak_heap_free(void *p, const char *call);     /* false: not a heap block */
 size_t _hak_heap_usable(const void *p);               /* 0: not a heap block */
+bool   _hak_heap_holds(uintptr_t a);                  /* a lies in a heap's segment or cached one */
 
 /* ---- thread.c -------------------------------------------------------------- */
 struct hak_heap *_hak_thread_heap(void);                 /* creates on first use  */

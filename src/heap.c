@@ -29,7 +29,10 @@
  * heap and is reported as an invalid pointer (or counted and ignored,
  * HAKMEM_INVALID_FREE=ignore) as long as no new mapping took the address.
  * A deleted heap's segments with live blocks become orphans: their frees
- * take the heap lock, and a segment is unmapped when its last block goes. */
+ * take the heap lock, and a segment is given back when its last block goes.
+ * Segments given back stay mapped, up to HEAP_CACHE_SEGS (seg_unmap_locked),
+ * their seg_map entries pointing at a header whose xheap is NULL: the guard
+ * (_hak_heap_holds) then knows a free there for an invalid pointer. */
 #include "hakmem_internal.h"
 
 #include <errno.h>
@@ -49,9 +52,8 @@
  * Invariants: carved <= capacity; used + |free| == carved; every block on
  * free is a block start below carved whose word 1 holds free_key; xheap ==
  * h (a live heap) => the segment is on exactly one of h's lists: class
- * cls's avail or full list (where says which), h's empty list (used == 0,
- * at most HEAP_KEEP_EMPTY of them: segments kept for any class), or h's
- * large list;
+ * cls's avail or full list (where says which), h's empty list (used == 0:
+ * segments kept for any class, nempty of them), or h's large list;
  * xheap == &orphans => on orphan_segs, used > 0; xheap == NULL => neither
  * mapped in seg_map nor on any list (a free header, or being unmapped).
  * A Large block: capacity == carved == used == 1, size == bytes. */
@@ -64,6 +66,7 @@ struct heap_seg {
                                         owner, read by remote frees), out    */
   uint16_t cls;                      /* class, or HEAP_LARGE                 */
   uint8_t where;                      /* enum seg_where: its list in the heap */
+  uint32_t empty_ms;                 /* when it went on the empty list       */
   uint64_t magic, magic_unit;        /* hak_block_test's constants for size  */
   void *free;                        /* free blocks, linked by word 0        */
   struct heap_seg *prev, *next;      /* the list it is on                    */
@@ -71,7 +74,7 @@ struct heap_seg {
 
 enum seg_where { SEG_AVAIL, SEG_FULL, SEG_EMPTY };
 struct heap_class { struct heap_seg *avail, *full; };
-#define HEAP_KEEP_EMPTY 4                   /* empty segments a heap keeps mapped */
+#define HEAP_KEEP_EMPTY 4                   /* empty segments a heap keeps without delay */
 
 /* A heap. Invariants: magic == HEAP_MAGIC while it is live; only the owner
  * touches cls and large; xremote holds blocks of h's segments with
@@ -104,7 +107,7 @@ static uint32_t class_size(unsigned c) {
   return (1u << b) + q * (1u << (b - 2));
 }
 
-static unsigned class_of(size_t n) {          /* n <= HEAP_SMALL_MAX */
+HAK_FAST unsigned class_of(size_t n) {          /* n <= HEAP_SMALL_MAX */
   if (n <= 128) return n ? (unsigned)((n - 1) >> 4) : 0;
   unsigned b = 63u - (unsigned)__builtin_clzll(n - 1);   /* 2^b < n <= 2^(b+1) */
   size_t step = (size_t)1 << (b - 2);
@@ -173,8 +176,30 @@ static void gauge_mapped(int64_t bytes) {
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_mapped, &_hak_stats_gauges.bytes_mapped_peak, bytes);
 }
 
+/* Segments given back (destroy, retire) keep their address space, up to
+ * HEAP_CACHE_SEGS of them: the next heap's segment costs no mmap. The
+ * pages of HEAP_CACHE_DIRTY of them stay too (no page faults for a heap
+ * made and destroyed in a loop); the others' are purged. Heap lock. */
+#define HEAP_CACHE_SEGS  16
+#define HEAP_CACHE_DIRTY 4
+static struct heap_seg *cached_dirty, *cached_clean;
+static unsigned ncached, ndirty;
+
 /* A header for a mapping of bytes at base, entered in seg_map, owned by h. */
 static struct heap_seg *seg_create(struct hak_heap_s *h, size_t bytes, size_t align) {
+  if (bytes == HEAP_SEG && align == HEAP_SEG && ncached) {
+    hak_lock(&_hak_heap_lock);
+    struct heap_seg **from = cached_dirty ? &cached_dirty : &cached_clean, *s = *from;
+    if (s) {                                 /* its seg_map entries were kept */
+      *from = s->next;
+      ncached--;
+      ndirty -= from == &cached_dirty;
+      s->next = NULL;
+      atomic_store_explicit(&s->xheap, h, memory_order_release);
+    }
+    hak_unlock(&_hak_heap_lock);
+    if (s) return s;
+  }
   void *base = _hak_os_map_aligned(bytes, align);
   if (!base && hak_malloc_trim(0)) base = _hak_os_map_aligned(bytes, align);
   if (!base) return NULL;
@@ -198,10 +223,20 @@ static struct heap_seg *seg_create(struct hak_heap_s *h, size_t bytes, size_t al
   return s;
 }
 
-/* Unmaps a detached segment (xheap NULL, no free in flight) and keeps its
- * header for the next. Heap lock held. */
+/* Gives back a detached segment (xheap NULL, no free in flight): its pages
+ * purged into the cache, or unmapped and its header kept for the next.
+ * Heap lock held. */
 static void seg_unmap_locked(struct heap_seg *s) {
   HAK_ASSERT(atomic_load_explicit(&s->xheap, memory_order_relaxed) == NULL);
+  if (s->bytes == HEAP_SEG && ncached < HEAP_CACHE_SEGS) {
+    struct heap_seg **to = &cached_dirty;
+    if (ndirty < HEAP_CACHE_DIRTY) ndirty++;
+    else { _hak_os_purge((void *)s->base, s->bytes); to = &cached_clean; }
+    s->next = *to;
+    *to = s;
+    ncached++;
+    return;
+  }
   seg_map_set(s, NULL);
   _hak_os_unmap((void *)s->base, s->bytes);
   gauge_mapped(-(int64_t)s->bytes);
@@ -225,8 +260,22 @@ static void seg_retire(struct hak_heap_s *h, struct heap_seg *s) {
   hak_unlock(&_hak_heap_lock);
 }
 
+/* Empty segments beyond the HEAP_KEEP_EMPTY newest go back once unused for
+ * HAKMEM_PURGE_DELAY_MS (checked when another empties, and when a class
+ * runs dry). */
+static void heap_trim_empty(struct hak_heap_s *h, uint32_t now_ms) {
+  uint32_t delay = (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS), i = 0;
+  for (struct heap_seg *s = h->empty, *next; s; s = next, i++) {
+    next = s->next;
+    if (i >= HEAP_KEEP_EMPTY && now_ms - s->empty_ms >= delay) {
+      h->nempty--;
+      seg_retire(h, s);
+    }
+  }
+}
+
 /* ---- blocks ------------------------------------------------------------------- */
-static void *seg_pop(struct heap_seg *s) {
+HAK_FAST void *seg_pop(struct heap_seg *s) {
   void **b = s->free;
   if (b) {
     s->free = b[0];
@@ -284,14 +333,15 @@ static void seg_free(struct hak_heap_s *h, struct heap_seg *s, void **b) {
     list_unlink(&orphan_segs, s);
     atomic_store(&s->xheap, NULL);
     seg_unmap_locked(s);
-  } else if (s->cls == HEAP_LARGE || h->nempty >= HEAP_KEEP_EMPTY) {
-    seg_check(s);
-    if (s->cls == HEAP_LARGE || h->cls[s->cls].avail != s) seg_retire(h, s);
+  } else if (s->cls == HEAP_LARGE) {
+    seg_retire(h, s);
   } else if (h->cls[s->cls].avail != s) {   /* kept for the next segment of any class */
+    seg_check(s);
     list_unlink(&h->cls[s->cls].avail, s);
     s->where = SEG_EMPTY;
+    s->empty_ms = _hak_os_now_ms();
     list_push(&h->empty, s);
-    h->nempty++;
+    if (++h->nempty > HEAP_KEEP_EMPTY) heap_trim_empty(h, s->empty_ms);
   }
 }
 
@@ -332,6 +382,7 @@ static void heap_check_owner(const struct hak_heap_s *h, const char *call) {
  * and a new segment is mapped when none has room. */
 static HAK_SLOW void *class_alloc_slow(struct hak_heap_s *h, unsigned c) {
   heap_collect(h);
+  if (h->nempty > HEAP_KEEP_EMPTY) heap_trim_empty(h, _hak_os_now_ms());
   struct heap_class *k = &h->cls[c];
   for (struct heap_seg *s; (s = k->avail) != NULL; ) {
     void *b = seg_pop(s);
@@ -355,7 +406,7 @@ static HAK_SLOW void *class_alloc_slow(struct hak_heap_s *h, unsigned c) {
   s->magic = UINT64_MAX / size + 1 + ((size & (size - 1)) == 0);   /* floor(2^64 / size) + 1 */
   s->magic_unit = s->magic * size;
   s->capacity = (uint32_t)(HEAP_SEG / size);
-  s->carved = 0;
+  s->carved = s->used = 0;                   /* a cached segment may come from a destroy */
   s->free = NULL;
   s->where = SEG_AVAIL;
   list_push(&k->avail, s);
@@ -568,4 +619,11 @@ size_t _hak_heap_usable(const void *p) {
   if (!s || !atomic_load_explicit(&s->xheap, memory_order_acquire)) return 0;
   if (!seg_block_out(s, (void *)p, "malloc_usable_size")) return 0;
   return s->cls == HEAP_LARGE ? s->bytes : s->size;
+}
+
+/* For the guard's messages: does a lie in memory of the heaps (a segment,
+ * live or cached, or a Large block)? Then it is no C library block. */
+bool _hak_heap_holds(uintptr_t a) {
+  const struct heap_seg *s = seg_lookup(a);
+  return s && a - s->base < s->bytes;
 }

@@ -131,7 +131,7 @@ static void test_destroy_rss(void) {
     for (unsigned i = 0; i < 4; i++) memset(hak_heap_malloc(h, 4 * MiB), 1, 4 * MiB);
     long rss1 = proc_status_kib("VmRSS");
     CHECKF(rss1 - rss0 > 70 * 1024, "RSS grew by %ld KiB", rss1 - rss0);
-    CHECK(mapped() >= before + 78 * MiB);
+    CHECK(mapped() >= before + 60 * MiB);             /* 78 MiB, less the cached segments */
     hak_heap_destroy(h);
     long rss2 = proc_status_kib("VmRSS");
     CHECKF(rss1 - rss2 > 70 * 1024, "RSS fell by %ld KiB only", rss1 - rss2);
