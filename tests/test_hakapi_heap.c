@@ -4,8 +4,8 @@
  * corrupt nothing; delete keeps blocks valid for other threads; a thread's
  * heaps outlive nothing of it but their blocks; 10,000 new/destroy cycles
  * leave no metadata or mappings behind. The test runs re-executed with
- * HAKMEM_INVALID_FREE=ignore: a free that comes after a destroy is an
- * invalid pointer, counted. */
+ * HAKMEM_INVALID_FREE=ignore (a free that comes after a destroy is an
+ * invalid pointer, counted) and HAKMEM_PURGE_DELAY_MS=0. */
 #include "testing.h"
 #include "proc_status.h"
 #include "hakmem_internal.h"
@@ -117,6 +117,22 @@ static void test_empty_segments(void) {
     CHECKF(mapped() <= before + 8 * MiB, "an empty heap maps %zu bytes", mapped() - before);
     hak_heap_destroy(h);
     CHECK(mapped() <= before);
+}
+
+/* A live heap whose blocks were all freed keeps 4 empty segments (and its
+ * first of the class); the others go back after the purge delay (0 here). */
+static void test_empty_released(void) {
+    enum { N = 40000 };                                /* 20 MiB of 512-byte blocks */
+    static void *p[N];
+    long rss0 = proc_status_kib("VmRSS");
+    hak_heap_t *h = hak_heap_new();
+    for (unsigned i = 0; i < N; i++) memset(p[i] = hak_heap_malloc(h, 512), 1, 512);
+    long rss1 = proc_status_kib("VmRSS");
+    for (unsigned i = 0; i < N; i++) hak_free(p[i]);
+    long rss2 = proc_status_kib("VmRSS");
+    CHECKF(rss1 - rss0 > 14 * 1024, "RSS grew by %ld KiB", rss1 - rss0);   /* 20 MiB, less cached pages */
+    CHECKF(rss2 - rss0 < 12 * 1024, "RSS %ld KiB above the start with every block free", rss2 - rss0);
+    hak_heap_destroy(h);
 }
 
 /* Destroy: the pages go back (RSS and mapped bytes), the heap's blocks are
@@ -314,11 +330,13 @@ int main(int argc, char **argv) {
     (void)argc;
     if (!getenv("HAKMEM_INVALID_FREE")) {
         setenv("HAKMEM_INVALID_FREE", "ignore", 1);
+        setenv("HAKMEM_PURGE_DELAY_MS", "0", 1);       /* empty segments go back at once */
         execv("/proc/self/exe", argv);
         return 99;
     }
     test_blocks();
     test_empty_segments();
+    test_empty_released();
     test_destroy_rss();
     test_cycles();
     test_remote_frees();
