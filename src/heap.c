@@ -187,7 +187,7 @@ static unsigned ncached, ndirty;
 
 /* A header for a mapping of bytes at base, entered in seg_map, owned by h. */
 static struct heap_seg *seg_create(struct hak_heap_s *h, size_t bytes, size_t align) {
-  if (bytes == HEAP_SEG && align == HEAP_SEG && ncached) {
+  if (bytes == HEAP_SEG && align == HEAP_SEG) {
     hak_lock(&_hak_heap_lock);
     struct heap_seg **from = cached_dirty ? &cached_dirty : &cached_clean, *s = *from;
     if (s) {                                 /* its seg_map entries were kept */
