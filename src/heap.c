@@ -186,8 +186,8 @@ static struct heap_seg *cached_dirty, *cached_clean;
 static unsigned ncached, ndirty;
 
 /* A header for a mapping of bytes at base, entered in seg_map, owned by h. */
-static struct heap_seg *seg_create(struct hak_heap_s *h, size_t bytes, size_t align) {
-  if (bytes == HEAP_SEG && align == HEAP_SEG) {
+static struct heap_seg *seg_create(struct hak_heap_s *h, size_t bytes, size_t align, bool large) {
+  if (bytes == HEAP_SEG && align == HEAP_SEG && !large) {   /* Large blocks are fresh: zero */
     hak_lock(&_hak_heap_lock);
     struct heap_seg **from = cached_dirty ? &cached_dirty : &cached_clean, *s = *from;
     if (s) {                                 /* its seg_map entries were kept */
@@ -228,7 +228,7 @@ static struct heap_seg *seg_create(struct hak_heap_s *h, size_t bytes, size_t al
  * Heap lock held. */
 static void seg_unmap_locked(struct heap_seg *s) {
   HAK_ASSERT(atomic_load_explicit(&s->xheap, memory_order_relaxed) == NULL);
-  if (s->bytes == HEAP_SEG && ncached < HEAP_CACHE_SEGS) {
+  if (s->bytes == HEAP_SEG && s->cls != HEAP_LARGE && ncached < HEAP_CACHE_SEGS) {
     struct heap_seg **to = &cached_dirty;
     if (ndirty < HEAP_CACHE_DIRTY) ndirty++;
     else { _hak_os_purge((void *)s->base, s->bytes); to = &cached_clean; }
@@ -396,7 +396,7 @@ static HAK_SLOW void *class_alloc_slow(struct hak_heap_s *h, unsigned c) {
   if (s) {
     list_unlink(&h->empty, s);
     h->nempty--;
-  } else if (!(s = seg_create(h, HEAP_SEG, HEAP_SEG))) {
+  } else if (!(s = seg_create(h, HEAP_SEG, HEAP_SEG, false))) {
     errno = ENOMEM;
     return NULL;
   }
@@ -423,7 +423,7 @@ static void *class_alloc(struct hak_heap_s *h, unsigned c) {
 static void *large_alloc(struct hak_heap_s *h, size_t n, size_t align) {
   size_t bytes = (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1);
   if (n > PTRDIFF_MAX || bytes < n) { errno = ENOMEM; return NULL; }
-  struct heap_seg *s = seg_create(h, bytes, align);
+  struct heap_seg *s = seg_create(h, bytes, align, true);
   if (!s) { errno = ENOMEM; return NULL; }
   s->cls = HEAP_LARGE;
   s->capacity = s->carved = s->used = 1;
