@@ -419,9 +419,12 @@ static void *class_alloc(struct hak_heap_s *h, unsigned c) {
   return HAK_LIKELY(b != NULL) ? b : class_alloc_slow(h, c);
 }
 
-/* A block of its own mapping, aligned to align (>= HEAP_SEG): zero. */
+/* A block of its own mapping, aligned to align (>= HEAP_SEG): zero. It has
+ * at least one page, also for n == 0 (hak_heap_aligned_alloc(h, 2 MiB, 0)):
+ * a mapping of 0 bytes would be no mapping at all, with no seg_map entry,
+ * and its address would read as not hakmem's (as in large.c). */
 static void *large_alloc(struct hak_heap_s *h, size_t n, size_t align) {
-  size_t bytes = (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1);
+  size_t bytes = n ? (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1) : HAK_PAGE;
   if (n > PTRDIFF_MAX || bytes < n) { errno = ENOMEM; return NULL; }
   struct heap_seg *s = seg_create(h, bytes, align, true);
   if (!s) { errno = ENOMEM; return NULL; }

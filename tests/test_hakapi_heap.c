@@ -102,6 +102,34 @@ static void test_blocks(void) {
         }
 }
 
+/* A zero-size block of an alignment only a mapping of its own gives (above
+ * 128 KiB) is a page, not a mapping of 0 bytes: it had no seg_map entry,
+ * and malloc_usable_size and free of it took it for not hakmem's (the
+ * fuzzer's "invalid pointer" on a 1 MiB-aligned address). */
+static void test_zero_size_large(void) {
+    hak_heap_t *h = hak_heap_new();
+    CHECK(h != NULL);
+    void *kept[8];
+    unsigned n = 0;
+    for (size_t align = 256 * KiB; align <= 32 * MiB; align *= 2) {
+        unsigned char *p = hak_heap_aligned_alloc(h, align, 0);
+        CHECKF(p && ((uintptr_t)p & (align - 1)) == 0, "align %zu", align);
+        CHECKF(hak_malloc_usable_size(p) >= 1, "align %zu: usable %zu", align, hak_malloc_usable_size(p));
+        p[0] = 1;
+        p[hak_malloc_usable_size(p) - 1] = 2;
+        if (align <= 2 * MiB) { hak_free(p); continue; }
+        kept[n++] = p;
+    }
+    hak_heap_delete(h);                                /* the kept blocks stay valid */
+    for (unsigned i = 0; i < n; i++) {
+        CHECK(hak_malloc_usable_size(kept[i]) >= 1 && ((unsigned char *)kept[i])[0] == 1);
+        hak_free(kept[i]);
+    }
+    h = hak_heap_new();
+    CHECK(hak_heap_aligned_alloc(h, 4 * MiB, 0) != NULL);
+    hak_heap_destroy(h);                               /* and go with a destroy */
+}
+
 /* Segments emptied and kept serve other classes: rounds of 10,000 blocks
  * of alternating sizes, all freed each round, on one heap. */
 static void test_empty_segments(void) {
@@ -339,6 +367,7 @@ int main(int argc, char **argv) {
         return 99;
     }
     test_blocks();
+    test_zero_size_large();
     test_empty_segments();
     test_empty_released();
     test_destroy_rss();
