@@ -87,7 +87,7 @@ struct hak_heap_s {
   struct heap_seg *empty;            /* empty segments, for any class         */
   uint32_t nempty;
   _Atomic uintptr_t xremote;         /* blocks freed by other threads (MPSC)  */
-  _Atomic uint32_t xfreeing;         /* remote frees in flight                */
+  _Atomic uint32_t xfreeing;         /* remote frees in flight (kept across reuse) */
   struct hak_heap_s *prev_owned, *next_owned;   /* the owner's heaps; next_owned: free heaps too */
 };
 
@@ -456,7 +456,11 @@ HAK_API hak_heap_t *hak_heap_new(void) {
   else h = _hak_os_meta_alloc(sizeof *h);
   hak_unlock(&_hak_heap_lock);
   if (!h) { errno = ENOMEM; return NULL; }
-  memset(h, 0, sizeof *h);
+  /* Not xfreeing: a remote free that read h from a segment of the heap
+   * that had this header before may still add and then subtract 1 (it
+   * finds its segment moved); a 0 written between would leave it at -1. */
+  memset(h, 0, offsetof(struct hak_heap_s, xfreeing));
+  h->prev_owned = NULL;
   if (HAK_DEBUG)
     for (unsigned c = 0; c < HEAP_NCLS; c++) HAK_ASSERT(class_of(class_size(c)) == c && class_of(class_size(c) + 1) == c + 1);
   h->magic = HEAP_MAGIC;
