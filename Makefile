@@ -71,7 +71,7 @@ CFLAGS_LIB := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) -fvisibility=hidden
   -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) \
   -DHAK_FAST_STATS=$(FAST_STATS) -DHAK_OVERRIDE=$(OVERRIDE) -DHAK_PORTABLE=$(PORTABLE) -DHAK_TRACK=$(TRACK) -DHAK_HARDENED=$(HARDENED)
 LIB_SRCS := src/lock.c src/os.c src/class.c src/region.c src/superslab.c src/slab.c src/refill.c \
-  src/front.c src/span.c src/large.c src/purge.c src/thread.c src/options.c src/stats.c \
+  src/front.c src/span.c src/large.c src/heap.c src/purge.c src/thread.c src/options.c src/stats.c \
   src/guard.c src/prof.c src/api.c
 ifeq ($(OVERRIDE),1)
   LIB_SRCS += src/override.c

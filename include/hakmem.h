@@ -40,6 +40,32 @@ void   hak_collect(void);
  * fordblks = mapped but not in use, hblkhd = live Large blocks (mmapped). */
 struct mallinfo2 hak_mallinfo2(void);
 
+/* First-class heaps (as mimalloc's mi_heap_*): a heap owns its memory, apart
+ * from malloc's, so that all its blocks can be freed at once.
+ *   hak_heap_new      a heap owned by the calling thread; NULL (ENOMEM)
+ *   hak_heap_malloc, hak_heap_calloc, hak_heap_aligned_alloc, hak_heap_realloc
+ *                     as their standard namesakes, the block taken from the
+ *                     heap (realloc: a block that must move moves into it)
+ *   hak_heap_destroy  frees every block of the heap at once, gives its pages
+ *                     back to the OS, and the heap goes
+ *   hak_heap_delete   the heap goes; its live blocks stay valid
+ * Every block of a heap is a malloc block: free, realloc and
+ * malloc_usable_size take it, from any thread (realloc moves it to the
+ * default heap when it must move). Only the thread that created a heap
+ * allocates from it, destroys or deletes it; another thread gets one line
+ * on stderr and abort. A thread's heaps are deleted when it exits. A free
+ * of a block after its heap's destroy is a use-after-free (reported as an
+ * invalid pointer while the address is not reused); frees racing with a
+ * destroy are safe: each lands before it or is reported so. */
+typedef struct hak_heap_s hak_heap_t;
+hak_heap_t *hak_heap_new(void);
+void  *hak_heap_malloc(hak_heap_t *heap, size_t size);
+void  *hak_heap_calloc(hak_heap_t *heap, size_t count, size_t size);
+void  *hak_heap_realloc(hak_heap_t *heap, void *ptr, size_t size);
+void  *hak_heap_aligned_alloc(hak_heap_t *heap, size_t alignment, size_t size);
+void   hak_heap_destroy(hak_heap_t *heap);
+void   hak_heap_delete(hak_heap_t *heap);
+
 /* Prints the counters report (as HAKMEM_STATS=1 does at exit) to stderr. */
 void   hak_stats_print(void);
 /* Writes the counters as JSON to path; returns 0, or -1 with errno set. */

@@ -105,6 +105,7 @@ static __attribute__((noinline)) void free_by_kind(void *p, const char *call) {
   if (!p) return;
   struct hak_heap *h = _hak_thread_tls.heap;
   if (h) h->stats.free_slow++;
+  if (_hak_heap_free(p, call)) return;         /* a block of a first-class heap (heap.c) */
   int c = live_class(p, call);
   if (c >= 0) { _hak_front_free_unpushed(p, (unsigned)c); return; }   /* spills first if full (a purge tick) */
   _hak_purge_tick();
@@ -207,6 +208,7 @@ static size_t usable_size(const void *p) {
   int c = live_class((void *)p, "malloc_usable_size");
   if (c >= 0) return _hak_classes[c].size;
   size_t large = _hak_large_usable(p);
+  if (!large) large = _hak_heap_usable(p);
   return large ? large : _hak_guard_foreign_usable(p, "malloc_usable_size");
 }
 
@@ -238,6 +240,8 @@ HAK_API void *hak_realloc(void *p, size_t n) {
     void *q = n > HAK_MID_MAX ? _hak_large_realloc(p, n) : NULL;
     if (q && HAK_UNLIKELY(_hak_prof_mode) && q != p) _hak_prof_moved(p, q);
     if (q) return q;
+  } else if ((old = _hak_heap_usable(p)) != 0) {   /* moves to the thread's heap when it must move */
+    if (n <= old && n >= old / 2) return p;
   } else {
     return _hak_guard_foreign_realloc(p, n, "realloc");
   }

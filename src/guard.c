@@ -188,6 +188,7 @@ static const char *describe(const void *p, char *buf, size_t len) {
     snprintf(buf, len, "inside the %zu-byte block at %#lx", bytes, (unsigned long)start);
     return buf;
   }
+  if (_hak_heap_holds(a)) return "in a first-class heap's memory, not a live block";
   if (on_this_stack(a)) return "a stack address";
   struct mapping m;
   if (a >= 4096 && find_mapping(a, &m) && m.kind == 's') return "a stack address";

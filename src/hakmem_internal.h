@@ -20,6 +20,8 @@
  *   span.c      the span heap: blocks of 40 KiB to 1 MiB as page runs of one
  *               shared slot
  *   large.c     Large blocks (> 1 MiB): one mapping each, a range cache
+ *   heap.c      first-class heaps (hak_heap_new ...): segments and mappings
+ *               of their own, found by the slow free; destroy and delete
  *   purge.c     when free memory goes back to the OS: SuperSlabs, span heap
  *               and Large cache, on a clock or forced (malloc_trim)
  *   thread.c    process init, per-thread heaps (creation, exit: flush and
@@ -403,10 +405,12 @@ extern struct hak_pool _hak_slab_pools[HAK_NCLS];
   X(SPAN,   "span",   _hak_span_lock, 1, 0, "span.c: the span heap (every refill and spill of 40 KiB to 1 MiB)") \
   X(SLOT,   "slot",   _hak_region_slot_lock, 1, 0, "region.c: claiming a 4 GiB slot for a region") \
   X(LARGE,  "large",  _hak_large_lock, 1, 0, "large.c: Large blocks and the range cache (every Large free, every foreign-pointer probe)") \
+  X(HEAP,   "user_heaps", _hak_heap_lock, 1, 0, "heap.c: first-class heaps' segment map, free headers and heaps, orphan segments") \
   X(PROF,   "prof",   _hak_prof_lock, 1, 0, "prof.c: the heap profiler's sites and sampled blocks (HAKMEM_PROF only)") \
   X(META,   "meta",   _hak_os_meta_lock, 1, 0, "os.c: the metadata arena")
 extern hak_lock_t _hak_stats_totals_lock, _hak_thread_heaps_lock, _hak_span_lock,
-                  _hak_region_slot_lock, _hak_large_lock, _hak_prof_lock, _hak_os_meta_lock;
+                  _hak_region_slot_lock, _hak_large_lock, _hak_heap_lock, _hak_prof_lock,
+                  _hak_os_meta_lock;
 enum hak_lock_rank {
 #define HAK_LOCK_RANK(id, name, first, count, stride, doc) HAK_RANK_##id, HAK_RANK_##id##_LAST = HAK_RANK_##id + (count) - 1,
   HAK_LOCKS(HAK_LOCK_RANK)
@@ -729,6 +733,13 @@ void  *_hak_large_realloc(void *p, size_t n);         /* NULL: move it yourself 
 size_t _hak_large_trim(void);
 size_t _hak_large_expire(uint32_t now_ms, uint32_t delay_ms);
 bool   _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
+
+/* ---- heap.c ---------------------------------------------------------------- */
+/* Blocks of first-class heaps lie outside the class regions: the slow free
+ * and usable size ask here after the classes. */
+bool   _hak_heap_free(void *p, const char *call);     /* false: not a heap block */
+size_t _hak_heap_usable(const void *p);               /* 0: not a heap block */
+bool   _hak_heap_holds(uintptr_t a);                  /* a lies in a heap's segment or cached one */
 
 /* ---- thread.c -------------------------------------------------------------- */
 struct hak_heap *_hak_thread_heap(void);                 /* creates on first use  */

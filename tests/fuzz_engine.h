@@ -5,7 +5,9 @@
  * Random sequences of every API call (malloc, calloc, realloc and
  * reallocarray to and from every tier, the aligned family with alignments up
  * to 1 MiB and size 0 with every alignment, malloc_usable_size, free_sized,
- * free_aligned_sized, the error cases) run against a shadow model:
+ * free_aligned_sized, the error cases; where the API has them, first-class
+ * heaps: their malloc and aligned_alloc, destroy and delete, a heap per
+ * slot owned by the slot's thread) run against a shadow model:
  * - contents: every block is filled over its whole usable size with a
  *   pattern derived from its id, verified before free and realloc (realloc:
  *   the old prefix), on receipt from another thread, at random, and in the
@@ -61,6 +63,12 @@ struct fz_api {
   void (*free_sized_fn)(void *, size_t);                    /* NULL: absent */
   void (*free_aligned_sized_fn)(void *, size_t, size_t);    /* NULL: absent */
   int usable_bound;   /* check the 25% rule (64 B .. 1 MiB) */
+  /* First-class heaps (NULL: absent), the handle as void *. */
+  void *(*heap_new_fn)(void);
+  void *(*heap_malloc_fn)(void *, size_t);
+  void *(*heap_aligned_alloc_fn)(void *, size_t, size_t);
+  void (*heap_destroy_fn)(void *);
+  void (*heap_delete_fn)(void *);
 };
 
 #define FZ_KIB ((size_t)1024)
@@ -83,6 +91,7 @@ struct fz_block {
   size_t req, usable, align;
   uint64_t id;
   int kind;
+  uint64_t heap;        /* the serial of the heap it lies in, 0: none */
 };
 
 /* ---- randomness: a seeded generator or the fuzzer's input bytes ---------- */
@@ -122,6 +131,10 @@ struct fz_slot {
   pthread_t thread;
   atomic_int running;
   int generation;
+  void *heap;                     /* the slot's heap, owned by heap_owner */
+  pthread_t heap_owner;
+  uint64_t heap_serial;
+  int heap_handed;                /* a block of it went to a queue: delete it, never destroy */
 };
 
 struct fz_run {
@@ -132,7 +145,7 @@ struct fz_run {
   int trace;                      /* FUZZ_TRACE=1: every call on stderr */
   long ops_target;
   atomic_long ops_done;
-  atomic_ulong next_id;
+  atomic_ulong next_id, next_heap;
   long threads_started, max_live;
   struct fz_slot slots[FZ_MAX_SLOTS];
   sem_t exited;                   /* posted by each slot thread as it ends */
@@ -325,6 +338,13 @@ static struct fz_block fz_take(struct fz_slot *s, size_t i) {
   return b;
 }
 
+/* The block just admitted (the slot's last) lies in heap (a serial). */
+static void fz_heap_mark(struct fz_slot *s, uint64_t heap) {
+  pthread_mutex_lock(&s->mu);
+  s->blocks[s->n - 1].heap = heap;
+  pthread_mutex_unlock(&s->mu);
+}
+
 static int fz_room(const struct fz_slot *s, size_t n) {
   return s->n < FZ_SLOT_BLOCKS && s->bytes + n <= FZ_SLOT_BYTES;
 }
@@ -349,7 +369,7 @@ static void fz_admit(struct fz_run *run, struct fz_slot *s, void *p, size_t n, s
   if (kind == FZ_CALLOC)
     for (size_t i = 0; i < n; i++)
       if (((unsigned char *)p)[i]) fz_fail(run, "calloc(%zu) = %p: byte %zu is not zero", n, p, i);
-  struct fz_block b = { p, n, u, align, atomic_fetch_add(&run->next_id, 1), kind };
+  struct fz_block b = { p, n, u, align, atomic_fetch_add(&run->next_id, 1), kind, 0 };
   fz_fill(b.p, u, b.id);
   fz_set_insert(run, p, u, kind);
   fz_add(s, &b);
@@ -455,6 +475,7 @@ static void fz_op_realloc(struct fz_run *run, struct fz_slot *s, struct fz_rng *
   fz_verify(run, &moved, b.req < n ? b.req : n, "after realloc");
   int in_place = q == (void *)b.p && n <= b.usable;
   fz_admit(run, s, q, n, n, fz_natural_align(n), FZ_REALLOC, !in_place);
+  if (q == (void *)b.p && b.heap) fz_heap_mark(s, b.heap);   /* still in its heap */
 }
 
 static void fz_op_check(struct fz_run *run, struct fz_slot *s, struct fz_rng *r) {
@@ -472,6 +493,7 @@ static void fz_op_handoff(struct fz_run *run, struct fz_slot *s, struct fz_rng *
   if (s->n == 0) return;
   struct fz_slot *t = &run->slots[fz_below(r, (uint64_t)run->nslots)];
   struct fz_block b = fz_take(s, fz_below(r, s->n));
+  if (b.heap && b.heap == s->heap_serial) s->heap_handed = 1;
   pthread_mutex_lock(&t->mu);
   int queued = t->qn < FZ_QUEUE_BLOCKS;
   if (queued) t->queue[t->qn++] = b;
@@ -530,6 +552,48 @@ static void fz_op_invalid(struct fz_run *run, struct fz_slot *s, struct fz_rng *
     fz_fail(run, "%s returned %p (errno %d), not NULL with ENOMEM", what, p, errno);
 }
 
+/* First-class heaps: the slot's heap (made on first use by the slot's
+ * thread, which owns it) serves malloc and aligned_alloc; destroy takes its
+ * blocks out of the model (unless one went to a queue: then delete, which
+ * keeps them). A heap the thread left at exit was deleted by the allocator. */
+static void fz_heap_end(struct fz_run *run, struct fz_slot *s, struct fz_rng *r) {
+  const struct fz_api *api = run->api;
+  if (s->heap_handed || fz_below(r, 2)) {
+    if (run->trace) fprintf(stderr, "heap_delete %p\n", s->heap);
+    api->heap_delete_fn(s->heap);
+  } else {
+    for (size_t i = s->n; i-- > 0; )
+      if (s->blocks[i].heap == s->heap_serial) {
+        struct fz_block b = fz_take(s, i);
+        fz_retire(run, &b, "heap_destroy");
+      }
+    if (run->trace) fprintf(stderr, "heap_destroy %p\n", s->heap);
+    api->heap_destroy_fn(s->heap);
+  }
+  s->heap = NULL;
+}
+
+static void fz_op_heap(struct fz_run *run, struct fz_slot *s, struct fz_rng *r) {
+  const struct fz_api *api = run->api;
+  if (!api->heap_new_fn) { fz_op_free(run, s, r); return; }
+  if (s->heap && !pthread_equal(s->heap_owner, pthread_self())) s->heap = NULL;   /* the fork's child */
+  if (!s->heap) {
+    if (!(s->heap = api->heap_new_fn())) fz_fail(run, "heap_new returned NULL");
+    s->heap_owner = pthread_self();
+    s->heap_serial = atomic_fetch_add(&run->next_heap, 1) + 1;
+    s->heap_handed = 0;
+    return;
+  }
+  uint64_t k = fz_below(r, 10);
+  if (k >= 8) { fz_heap_end(run, s, r); return; }
+  size_t n = fz_size(r), align = k < 6 ? fz_natural_align(n) : fz_alignment(r, 0);
+  if (!fz_room(s, n + fz_page)) { fz_op_free(run, s, r); return; }
+  errno = 0;
+  void *p = k < 6 ? api->heap_malloc_fn(s->heap, n) : api->heap_aligned_alloc_fn(s->heap, align, n);
+  fz_admit(run, s, p, n, n, align, k < 6 ? FZ_MALLOC : FZ_ALIGNED_ALLOC, k < 6);
+  fz_heap_mark(s, s->heap_serial);
+}
+
 static void fz_step(struct fz_run *run, struct fz_slot *s, struct fz_rng *r) {
   uint64_t k = fz_below(r, 100);
   if (k < 18) fz_op_alloc(run, s, r, FZ_MALLOC);
@@ -540,7 +604,8 @@ static void fz_step(struct fz_run *run, struct fz_slot *s, struct fz_rng *r) {
   else if (k < 33) fz_op_alloc(run, s, r, FZ_VALLOC);
   else if (k < 34) fz_op_alloc(run, s, r, FZ_PVALLOC);
   else if (k < 47) fz_op_realloc(run, s, r);
-  else if (k < 80) fz_op_free(run, s, r);
+  else if (k < 77) fz_op_free(run, s, r);
+  else if (k < 80) fz_op_heap(run, s, r);
   else if (k < 88) fz_op_check(run, s, r);
   else if (k < 95) fz_op_handoff(run, s, r);
   else if (k < 99) fz_drain(run, s, r);
@@ -573,6 +638,7 @@ static void *fz_slot_main(void *arg) {
   }
   atomic_fetch_add(&run->ops_done, done & 63);
   fz_slot_exit(run, s, &r);
+  s->heap = NULL;                 /* deleted by the allocator at the thread's exit */
   atomic_store(&s->running, 0);
   sem_post(&run->exited);
   return NULL;

@@ -5,6 +5,7 @@
 #define FUZZ_LINKED_H
 
 #include "fuzz_engine.h"
+#include "fuzz_heaps.h"
 #include "hakmem.h"
 #include <malloc.h>
 
@@ -17,7 +18,7 @@ static size_t fz_linked_usable(void *p) { return malloc_usable_size(p); }
     .aligned_alloc_fn = aligned_alloc, .memalign_fn = memalign, .valloc_fn = valloc,  \
     .pvalloc_fn = pvalloc, .usable_fn = fz_linked_usable,                             \
     .free_sized_fn = hak_free_sized, .free_aligned_sized_fn = hak_free_aligned_sized, \
-    .usable_bound = 1,                                                                \
+    .usable_bound = 1, FZ_HEAP_API,                                                   \
   }
 
 #endif

@@ -4,6 +4,7 @@
  * with random workloads. Arguments as test_fuzz's; without them the short
  * fixed-seed run of make test (fewer operations under TSan, 5-15x slower). */
 #include "fuzz_engine.h"
+#include "fuzz_heaps.h"
 #include "hakmem.h"
 
 static size_t usable(void *p) { return hak_malloc_usable_size(p); }
@@ -16,7 +17,7 @@ int main(int argc, char **argv) {
     .aligned_alloc_fn = hak_aligned_alloc, .memalign_fn = hak_memalign, .valloc_fn = hak_valloc,
     .pvalloc_fn = hak_pvalloc, .usable_fn = usable,
     .free_sized_fn = hak_free_sized, .free_aligned_sized_fn = hak_free_aligned_sized,
-    .usable_bound = 1,
+    .usable_bound = 1, FZ_HEAP_API,
   };
 #if defined(__SANITIZE_THREAD__)
   if (argc == 1) {
