@@ -324,13 +324,18 @@ unsigned _hak_span_take(unsigned c, unsigned max, void **chain) {
   return got;
 }
 
-/* A chain of blocks of span class c (linked through word 0) back to the heap. */
+/* A chain of blocks of span class c (linked through word 0) back to the heap.
+ * Each block's free key is wiped: its pages go to blocks of any class, and a
+ * key left inside one of those, copied to word 1 of a live block (realloc
+ * copies a block's bytes; a Large range is cut and moved by page), made
+ * that block's free abort as a double free (test_hakapi_free_key). */
 void _hak_span_return(unsigned c, void *chain) {
   int64_t n = 0;
   uint32_t now = _hak_os_now_ms();
   hak_lock(&_hak_span_lock);
   for (void **b = chain, **next; b; b = next, n++) {
     next = hak_link_next(b, c);
+    b[1] = NULL;
     uint32_t i = (uint32_t)(((uintptr_t)b - SPAN_BASE) >> HAK_SPAN_PAGE_SHIFT);
     HAK_ASSERT((uintptr_t)b == block_at(i) && span.page[i].state == SPAN_USED && *front_of(i) == HAK_FRONT(c));
     run_free(i, now);
