@@ -83,6 +83,16 @@ void _hak_guard_bad_link(const void *b, const void *next, unsigned c) {
   abort();
 }
 
+void _hak_guard_bad_heap_link(const void *b, const void *next, size_t size) {
+  if (size)
+    _hak_guard_write("hakmem: corrupted free list: the link of free block %p (a first-class heap's %zu-byte blocks) "
+                     "decodes to %p, not a block of its segment (use after free?)\n", b, size, next);
+  else
+    _hak_guard_write("hakmem: corrupted free list: the link of free block %p (a first-class heap's remote frees) "
+                     "decodes to %p, not a block of any heap (use after free?)\n", b, next);
+  abort();
+}
+
 void _hak_guard_written_after_free(const void *b, unsigned c) {
   _hak_guard_write("hakmem: free block %p (class %u, %u-byte %s blocks) was written after free "
                    "(its first word changed while its reuse was delayed)\n",

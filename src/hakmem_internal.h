@@ -827,6 +827,7 @@ HAK_SLOW __attribute__((noreturn)) void _hak_guard_bad_pointer(const void *p, co
 /* A free-list link that decodes to no block of the list's class, or a
  * delayed block whose link was written while it waited (hardened build). */
 HAK_SLOW __attribute__((noreturn)) void _hak_guard_bad_link(const void *b, const void *next, unsigned c);
+HAK_SLOW __attribute__((noreturn)) void _hak_guard_bad_heap_link(const void *b, const void *next, size_t size);
 HAK_SLOW __attribute__((noreturn)) void _hak_guard_written_after_free(const void *b, unsigned c);
 void   _hak_guard_init(void);                  /* the link secret; at init */
 /* Hardened build: pages [p, p + bytes) made inaccessible (on) or read-write

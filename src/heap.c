@@ -164,7 +164,7 @@ static void seg_check(const struct heap_seg *s) {
   if (!HAK_DEBUG || s->cls == HEAP_LARGE) return;
   HAK_ASSERT(s->carved <= s->capacity && s->used <= s->carved);
   uint32_t n = 0;
-  for (void **b = s->free; b; b = b[0], n++) {
+  for (void **b = s->free; b; b = hak_link_get(b), n++) {
     HAK_ASSERT((uintptr_t)b >= s->base && ((uintptr_t)b - s->base) % s->size == 0);
     HAK_ASSERT(((uintptr_t)b - s->base) / s->size < s->carved && b[1] == (void *)free_key);
   }
@@ -275,10 +275,22 @@ static void heap_trim_empty(struct hak_heap_s *h, uint32_t now_ms) {
 }
 
 /* ---- blocks ------------------------------------------------------------------- */
+/* Heap lists link through word 0 by the link contract (hakmem_internal.h):
+ * plain in the default build, encoded in the hardened one, where the next
+ * block a segment's free list names must be a block start of the segment. */
+static void *seg_next(const struct heap_seg *s, void *const *b) {
+  void *next = hak_link_get(b);
+  uintptr_t a = (uintptr_t)next;
+  if (HAK_LINK_CHECKS && next &&
+      (a < s->base || a - s->base >= s->bytes || (a - s->base) % s->size != 0))
+    _hak_guard_bad_heap_link(b, next, s->size);
+  return next;
+}
+
 HAK_FAST void *seg_pop(struct heap_seg *s) {
   void **b = s->free;
   if (b) {
-    s->free = b[0];
+    s->free = seg_next(s, b);
   } else if (s->carved < s->capacity) {      /* a segment kept empty is not fresh */
     b = (void **)(s->base + (size_t)s->carved * s->size);
     __atomic_store_n(&s->carved, s->carved + 1, __ATOMIC_RELAXED);   /* remote frees read it */
@@ -310,7 +322,7 @@ static bool seg_block_out(const struct heap_seg *s, void *p, const char *call) {
  * class's first with room (kept for the next allocations). */
 static void seg_free(struct hak_heap_s *h, struct heap_seg *s, void **b) {
   if (s->cls != HEAP_LARGE) {
-    b[0] = s->free;
+    hak_link_set(b, s->free);
     b[1] = (void *)free_key;
     s->free = b;
     if (s->where == SEG_FULL && h != &orphans) {   /* behind the first: the first stays */
@@ -348,11 +360,13 @@ static void seg_free(struct hak_heap_s *h, struct heap_seg *s, void **b) {
 /* The remote stack's blocks back to their segments (the owner). */
 static void heap_collect(struct hak_heap_s *h) {
   void **b = (void **)atomic_exchange_explicit(&h->xremote, 0, memory_order_acquire);
-  while (b) {
-    void **next = b[0];
+  for (void **prev = NULL; b;) {
     struct heap_seg *s = seg_lookup((uintptr_t)b);
+    if (HAK_UNLIKELY(!s)) _hak_guard_bad_heap_link(prev, b, 0);   /* a forged remote link */
+    void **next = hak_link_get(b);
     HAK_ASSERT(s && atomic_load_explicit(&s->xheap, memory_order_relaxed) == h);
     seg_free(h, s, b);
+    prev = b;
     b = next;
   }
 }
@@ -361,12 +375,14 @@ static void heap_collect(struct hak_heap_s *h) {
  * (seg_adopt decides). Heap lock held. */
 static void heap_take_remote(struct hak_heap_s *h) {
   void **b = (void **)atomic_exchange_explicit(&h->xremote, 0, memory_order_acquire);
-  while (b) {
-    void **next = b[0];
+  for (void **prev = NULL; b;) {
     struct heap_seg *s = seg_lookup((uintptr_t)b);
-    b[0] = s->free;
+    if (HAK_UNLIKELY(!s)) _hak_guard_bad_heap_link(prev, b, 0);   /* a forged remote link */
+    void **next = hak_link_get(b);
+    hak_link_set(b, s->free);
     s->free = b;
     s->used--;
+    prev = b;
     b = next;
   }
 }
@@ -585,7 +601,7 @@ static int remote_free(struct hak_heap_s *h, struct heap_seg *s, void **b, const
     if (seg_block_out(s, b, call)) {
       b[1] = (void *)free_key;
       uintptr_t head = atomic_load_explicit(&h->xremote, memory_order_relaxed);
-      do b[0] = (void *)head;
+      do hak_link_set(b, (void *)head);
       while (!atomic_compare_exchange_weak_explicit(&h->xremote, &head, (uintptr_t)b,
                                                     memory_order_release, memory_order_relaxed));
       r = REMOTE_PUSHED;

@@ -6,7 +6,8 @@
  * after a Large block and at the end of a SuperSlab (a write there kills a
  * forked child with SIGSEGV), and a use-after-free write into a waiting
  * block caught at the next malloc of its class, or before: when it leaves
- * the delay, at malloc_trim, thread exit or process exit. The exploit program of issue 20 is
+ * the delay, at malloc_trim, thread exit or process exit; a forged link
+ * on a first-class heap's free list. The exploit program of issue 20 is
  * tests/test_hardened.sh. tests/run.sh runs this test in the hardened
  * build only. */
 #include "testing.h"
@@ -215,6 +216,39 @@ static void test_written_after_free(enum catch_point at) {
          "%s: message: %s", catch_name[at], err);
 }
 
+/* A first-class heap's free list is encoded too: issue 20's attack on
+ * hak_heap_malloc (two blocks freed, the last one's first word pointed at a
+ * static buffer) aborts at the pop with one line; the buffer never comes
+ * out. In a forked child. */
+static char target[64];
+static void test_heap_link(void) {
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    hak_heap_t *h = hak_heap_new();
+    void **a = hak_heap_malloc(h, 48), **b = hak_heap_malloc(h, 48);
+    free(a);
+    free(b);
+    ((void **)launder(b))[0] = target;
+    for (int i = 0; i < 3; i++)
+      if (hak_heap_malloc(h, 48) == (void *)target) _exit(4);   /* handed out: exploited */
+    _exit(3);
+  }
+  close(fds[1]);
+  char err[512];
+  ssize_t len = read(fds[0], err, sizeof err - 1);
+  err[len > 0 ? len : 0] = 0;
+  close(fds[0]);
+  int status;
+  waitpid(pid, &status, 0);
+  CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "heap link: status %d", status);
+  CHECKF(strstr(err, "hakmem: corrupted free list: the link of free block 0x") == err &&
+         strstr(err, "first-class heap's 48-byte blocks") && strchr(err, '\n') == err + strlen(err) - 1,
+         "heap link: message: %s", err);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "order") == 0) return print_order();
   test_delayed_reuse();
@@ -223,5 +257,6 @@ int main(int argc, char **argv) {
   test_large_guard();
   test_superslab_guard();
   for (enum catch_point at = AT_MALLOC; at <= AT_EXIT; at++) test_written_after_free(at);
+  test_heap_link();
   TEST_END();
 }
