@@ -171,15 +171,16 @@ void _hak_api_free_tracked(void *p, const char *call) {
 }
 
 /* realloc always moves a block of ours: the tool knows its size, hakmem
- * does not. */
+ * does not. A first-class heap's block (not tracked: README) moves too,
+ * with all its usable bytes. */
 static void *realloc_tracked(void *p, size_t n) {
   hak_track_enter();
-  size_t usable = owned_bytes(p);
-  void *q = usable ? NULL : _hak_guard_foreign_realloc(p, n, "realloc");
+  size_t usable = owned_bytes(p), heap = usable ? 0 : _hak_heap_usable(p);
+  void *q = usable || heap ? NULL : _hak_guard_foreign_realloc(p, n, "realloc");
   hak_track_leave();
-  if (!usable) return q;
+  if (!usable && !heap) return q;
   if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-  size_t old = hak_track_size(p, usable);
+  size_t old = usable ? hak_track_size(p, usable) : heap;
   q = hak_malloc(n);
   if (!q) return NULL;
   memcpy(q, p, old < n ? old : n);
