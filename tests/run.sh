@@ -21,7 +21,7 @@ emulator_gap() {
     test_large|test_reuse|test_hakapi_rings|test_hakapi_heap) echo "re-executes /proc/self/exe, which under qemu-user without binfmt_misc is qemu itself" ;;
     test_addrlimit) echo "RLIMIT_AS also limits qemu's own reservations: the children are killed" ;;
     test_churn) echo "VmRSS counts qemu's own memory for the 5,000 threads it emulated" ;;
-    test_misuse) echo "qemu-user adds its own line to the expected one-line abort message" ;;
+    test_misuse|test_heap) echo "qemu-user adds its own line to the expected one-line abort message" ;;
     test_ab_decision.py) echo "host Python statistics only: no aarch64 code in it" ;;
     *.sh|*.py) echo "script tests run the build's programs directly and link with the host cc" ;;
   esac
@@ -56,14 +56,14 @@ for t in "$root/$build"/tests/test_*; do
   # The TSan build runs only the hak_ API tests.
   case "$build" in *tsan*) case "$name" in test_hakapi_*) ;; *) continue ;; esac ;; esac
   case "$build" in *asan*) why=$(asan_gap "$name"); [ -z "$why" ] || { skip_one "$name" "$why"; continue; } ;; esac
-  if [ -n "$emulator" ]; then
-    why=$(emulator_gap "$name"); [ -z "$why" ] || { skip_one "$name" "$why"; continue; }
-    run_one "$name" $emulator "$t"; continue
-  fi
   case "$build:$name" in
     *hardened*:*) why=$(hardened_gap "$name"); [ -z "$why" ] || { skip_one "$name" "$why"; continue; } ;;
     *:test_hardened*) skip_one "$name" "the hardened build's test (make HARDENED=1)"; continue ;;
   esac
+  if [ -n "$emulator" ]; then
+    why=$(emulator_gap "$name"); [ -z "$why" ] || { skip_one "$name" "$why"; continue; }
+    run_one "$name" $emulator "$t"; continue
+  fi
   run_one "$name" "$t"
 done
 case "$build" in *tsan*) ;; *)
