@@ -195,21 +195,27 @@ static void write_then(enum catch_point at) {
   _exit(3);
 }
 
-static void test_written_after_free(enum catch_point at) {
-  int fds[2];
-  CHECK(pipe(fds) == 0);
+/* body(at) in a forked child, its stderr caught in err: how it ended. */
+static int in_child(void (*body)(enum catch_point), enum catch_point at, char *err, size_t size) {
+  int fds[2], status;
+  if (pipe(fds) != 0) return -1;
   pid_t pid = fork();
   if (pid == 0) {
     dup2(fds[1], 2);
-    write_then(at);
+    body(at);
+    _exit(3);
   }
   close(fds[1]);
-  char err[512];
-  ssize_t len = read(fds[0], err, sizeof err - 1);
+  ssize_t len = read(fds[0], err, size - 1);
   err[len > 0 ? len : 0] = 0;
   close(fds[0]);
-  int status;
   waitpid(pid, &status, 0);
+  return status;
+}
+
+static void test_written_after_free(enum catch_point at) {
+  char err[512];
+  int status = in_child(write_then, at, err, sizeof err);
   CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "%s: status %d", catch_name[at], status);
   CHECKF(strstr(err, "hakmem: free block 0x") == err && strstr(err, "(class ") &&
          strstr(err, "48-byte") && strstr(err, "written after free") && strchr(err, '\n') == err + strlen(err) - 1,
@@ -221,28 +227,20 @@ static void test_written_after_free(enum catch_point at) {
  * static buffer) aborts at the pop with one line; the buffer never comes
  * out. In a forked child. */
 static char target[64];
+static void heap_attack(enum catch_point unused) {
+  (void)unused;
+  hak_heap_t *h = hak_heap_new();
+  void **a = hak_heap_malloc(h, 48), **b = hak_heap_malloc(h, 48);
+  free(a);
+  free(b);
+  ((void **)launder(b))[0] = target;
+  for (int i = 0; i < 3; i++)
+    if (hak_heap_malloc(h, 48) == (void *)target) _exit(4);   /* handed out: exploited */
+}
+
 static void test_heap_link(void) {
-  int fds[2];
-  CHECK(pipe(fds) == 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 2);
-    hak_heap_t *h = hak_heap_new();
-    void **a = hak_heap_malloc(h, 48), **b = hak_heap_malloc(h, 48);
-    free(a);
-    free(b);
-    ((void **)launder(b))[0] = target;
-    for (int i = 0; i < 3; i++)
-      if (hak_heap_malloc(h, 48) == (void *)target) _exit(4);   /* handed out: exploited */
-    _exit(3);
-  }
-  close(fds[1]);
   char err[512];
-  ssize_t len = read(fds[0], err, sizeof err - 1);
-  err[len > 0 ? len : 0] = 0;
-  close(fds[0]);
-  int status;
-  waitpid(pid, &status, 0);
+  int status = in_child(heap_attack, AT_MALLOC, err, sizeof err);
   CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "heap link: status %d", status);
   CHECKF(strstr(err, "hakmem: corrupted free list: the link of free block 0x") == err &&
          strstr(err, "first-class heap's 48-byte blocks") && strchr(err, '\n') == err + strlen(err) - 1,
