@@ -5,7 +5,8 @@
  * bounded in bytes by the larger of HAKMEM_LARGE_CACHE_MB and
  * HAKMEM_LARGE_CACHE_LIVE_PCT of the live Large bytes, so a program that
  * keeps more in big buffers may keep more for their replacements; what is
- * not reused goes back after the purge delay. A new block is cut from the
+ * not reused goes back after the purge delay, but as many bytes as the tier
+ * handed out since the last pass stay (_hak_large_expire). A new block is cut from the
  * best fitting range; when no range is big enough, cached ranges are moved
  * (mremap, their pages with them) into a fresh mapping of the block's size,
  * so reuse costs no page faults whatever the sizes. A growing realloc
@@ -38,6 +39,7 @@ static size_t table_cap, table_count, live_bytes;
 static struct large_entry cache[HAK_LARGE_CACHE_SLOTS];
 static unsigned cache_count;
 static size_t cache_bytes;
+static size_t taken_bytes;          /* bytes of blocks handed out since the last expiry pass */
 
 static size_t slot_of(uintptr_t addr, size_t cap) {
   return (size_t)(((addr >> 12) * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
@@ -247,6 +249,7 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   if (HAK_LARGE_GUARD) (void)_hak_guard_pages((void *)(e.addr + e.bytes - HAK_LARGE_GUARD), HAK_LARGE_GUARD, true);
   hak_lock(&_hak_large_lock);
   bool ok = table_insert(e.addr, e.bytes);
+  taken_bytes += ok ? e.bytes : 0;
   hak_unlock(&_hak_large_lock);
   if (!ok) { unmap_block(e.addr, e.bytes); errno = ENOMEM; return NULL; }
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, (int64_t)e.bytes);
@@ -348,12 +351,23 @@ bool _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
   return found;
 }
 
-/* Unmaps the cached ranges that stayed unused for delay_ms. */
+/* Unmaps the cached ranges that stayed unused for delay_ms — but as many
+ * bytes as the tier handed out since the last pass stay, the most recently
+ * freed first: under that demand they are taken again within a pass, and
+ * would otherwise come back as fresh mappings (mmap, mremap, page faults,
+ * each taking the kernel's mmap lock). On an oversubscribed machine a
+ * thread waits longer than the delay for its turn to run, so the delay
+ * alone expired the cache of threads still churning (docs/experiments.md,
+ * "Oversubscribed: Large ranges kept under demand"). When the demand stops,
+ * the next pass expires them. */
 size_t _hak_large_expire(uint32_t now_ms, uint32_t delay_ms) {
   size_t released = 0;
   hak_lock(&_hak_large_lock);
-  for (unsigned i = 0; i < cache_count;) {
-    if (now_ms - cache[i].freed_ms < delay_ms) { i++; continue; }
+  size_t keep = taken_bytes;
+  taken_bytes = 0;
+  for (unsigned i = cache_count; i-- > 0; ) {      /* newest first; a cut moves only those after i */
+    if (now_ms - cache[i].freed_ms < delay_ms) continue;
+    if (cache[i].bytes <= keep) { keep -= cache[i].bytes; continue; }
     struct large_entry r = cache_cut(i, cache[i].bytes);
     unmap_block(r.addr, r.bytes);
     released += r.bytes;

@@ -3,7 +3,11 @@
  * Large range cache (large.c). Each slow path ticks the clock; at most every
  * half purge delay one thread runs a pass that gives back what stayed free
  * for HAKMEM_PURGE_DELAY_MS (keeping HAKMEM_EMPTY_KEEP empty SuperSlabs per
- * class committed). malloc_trim and out-of-memory retries run a forced
+ * class committed). Each of the three also spares as much as it handed out
+ * since the last pass (released slabs, span pages, Large ranges): a thread
+ * of an oversubscribed machine waits longer than the delay for its turn to
+ * run, and what the current demand takes again would come back as page
+ * faults and mappings. malloc_trim and out-of-memory retries run a forced
  * pass: no delay, nothing kept. */
 #include "hakmem_internal.h"
 
