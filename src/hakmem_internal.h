@@ -4,7 +4,8 @@
  * Files, bottom up (each file's cross-file names are _hak_<file>_...):
  *   lock.c      the lock table: ranks, waiting, debug rank checks, the fork
  *               handlers (every lock, in rank order), acquisition counts
- *   os.c        mmap/munmap/madvise, fixed-address mappings, the metadata arena
+ *   os.c        the OS page (HAKMEM_PAGE_SIZE), mmap/munmap/madvise,
+ *               fixed-address mappings, the metadata arena
  *   class.c     the size classes, their geometry, the size table of malloc
  *   region.c    the ownership map and the class regions (4 GiB slots) that
  *               SuperSlabs are mapped into and unmapped from, at the top
@@ -110,21 +111,37 @@
 #define HAK_NL25         17
 #define HAK_NCLS         (HAK_NTINY + HAK_NL2 + HAK_NL25)
 #define HAK_MIN_ALIGN    16u
-#define HAK_PAGE         4096u
+/* Pages. The OS page, the unit of mmap, munmap, madvise and mprotect, is
+ * known at init only: the kernel's, or a bigger power of two asked for by
+ * HAKMEM_PAGE_SIZE (so a 4 KiB kernel runs hakmem as a 16 or 64 KiB one
+ * would). os.c sets _hak_os_page once, before the classes; slow paths read
+ * it. Every mapping, purge, guard page and Large block is whole OS pages at
+ * an OS page boundary, and every address hakmem fixes in advance (4 GiB
+ * slots, the span heap's table, the size table) is HAK_PAGE_MAX aligned.
+ * What must be a constant stays one, in units of HAK_PAGE_MIN, and holds
+ * for every OS page from HAK_PAGE_MIN to HAK_PAGE_MAX: class sizes and
+ * their color pad, carve colors, the size table's fill unit, the span
+ * heap's page table (span.c: its runs are whole OS pages). */
+#define HAK_PAGE_MIN     4096u
+#define HAK_PAGE_MAX     65536u
+extern size_t _hak_os_page;            /* os.c: the OS page, set at init */
+#define HAK_PAGE         4096u         /* what the classes and the span heap still assume */
 
 enum hak_tier { HAK_TIER_TINY, HAK_TIER_L2, HAK_TIER_L25, HAK_TIER_LARGE };
 
 /* Geometry of one size class (class.c fills it at init; test_sizeclass checks
  * it). Blocks of a class tile its regions with no gaps: block k of a region
  * is at base + k * size, so "is p one of the first K block starts" is one
- * multiply and one compare (hak_block_test). A slab is slab_blocks blocks, a
- * whole number of pages; a SuperSlab is ss_slabs slabs. The span classes
+ * multiply and one compare (hak_block_test). A slab is slab_blocks blocks,
+ * at least two OS pages (a Tiny slab: a whole number of them); a SuperSlab
+ * is ss_slabs slabs, a whole number of OS pages (it is mapped at once at a
+ * multiple of its size), at most 256. The span classes
  * (HAK_SPAN_FIRST up) have no regions: size and tier only, the rest 0
  * (test_hakapi_classes checks both). */
 struct hak_class {
   uint32_t size;          /* block size in bytes                               */
   uint32_t slab_blocks;   /* blocks per slab                                   */
-  uint32_t slab_bytes;    /* slab_blocks * size, a multiple of HAK_PAGE        */
+  uint32_t slab_bytes;    /* slab_blocks * size; Tiny: whole OS pages          */
   uint32_t ss_slabs;      /* slabs per SuperSlab                               */
   uint64_t ss_bytes;      /* ss_slabs * slab_bytes                             */
   uint64_t magic;         /* floor(2^64 / size) + 1                            */
@@ -603,9 +620,11 @@ struct hak_heap {
 /* ---- os.c ------------------------------------------------------------------ */
 /* Every mapping is counted in the bytes_mapped gauge. Mappings of blocks
  * are refused past the memory limit (NULL, errno ENOMEM); tables are not. */
-void  *_hak_os_map(size_t bytes);                 /* NULL on failure          */
+/* Blocks' mappings, purges and remaps are whole OS pages at OS page
+ * boundaries (debug builds check it); tables may be mapped anywhere. */
+void   _hak_os_page_init(void);                   /* after the options, first */
 void  *_hak_os_map_at(uintptr_t addr, size_t bytes); /* exactly there or NULL */
-void  *_hak_os_map_aligned(size_t bytes, size_t align);
+void  *_hak_os_map_aligned(size_t bytes, size_t align);   /* align >= the OS page */
 void  *_hak_os_map_table(size_t bytes);           /* hakmem's own tables      */
 void  *_hak_os_map_table_at(uintptr_t addr, size_t bytes);
 void   _hak_os_unmap(void *p, size_t bytes);
@@ -782,6 +801,7 @@ void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry l
   X(LARGE_CACHE_LIVE_PCT, NUMBER, 100, 0, 1000, NULL, "percent of the live Large bytes the cache may keep when that is more than HAKMEM_LARGE_CACHE_MB") \
   X(PURGE_DELAY_MS,  NUMBER, 50, 0, 60000, NULL, "ms before a free slab or cached Large range goes back to the OS, and an untouched thread list to the slabs") \
   X(EMPTY_KEEP,      NUMBER,  1, 0, 64, NULL,   "empty SuperSlabs per class kept committed for reuse") \
+  X(PAGE_SIZE,       NUMBER, -1, HAK_PAGE_MIN, HAK_PAGE_MAX, "kernel", "bytes of the page hakmem maps, purges and guards in: a power of two from the kernel's page to 65536 (kernel: the kernel's)") \
   X(LIMIT_MB,        NUMBER,  0, 0, 100000000, "cgroup", "MiB hakmem may keep mapped (0: no limit); cgroup: the memory.max of the process's cgroup v2") \
   X(LIMIT,           ENUM,    0, 0, 1, "soft|hard", "soft: past HAKMEM_LIMIT_MB hakmem trims before it maps more; hard: and then fails the allocation (ENOMEM)") \
   X(INVALID_FREE,    ENUM,    0, 0, 1, "abort|ignore", "abort: an invalid free aborts; ignore: it is counted and skipped") \
@@ -830,8 +850,8 @@ HAK_SLOW __attribute__((noreturn)) void _hak_guard_bad_link(const void *b, const
 HAK_SLOW __attribute__((noreturn)) void _hak_guard_bad_heap_link(const void *b, const void *next, size_t size);
 HAK_SLOW __attribute__((noreturn)) void _hak_guard_written_after_free(const void *b, unsigned c);
 void   _hak_guard_init(void);                  /* the link secret; at init */
-/* Hardened build: pages [p, p + bytes) made inaccessible (on) or read-write
- * again (off); false when the kernel refused. */
+/* Hardened build: OS pages [p, p + bytes) made inaccessible (on) or
+ * read-write again (off); false when the kernel refused. */
 bool   _hak_guard_pages(void *p, size_t bytes, bool on);
 /* printf to stderr / to fd through a stack buffer: never allocates. */
 void   _hak_guard_write(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
