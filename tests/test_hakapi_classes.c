@@ -1,5 +1,7 @@
 /* The size-class table against the code that relies on it: geometry
- * (slabs are whole pages and whole blocks; the span classes have none),
+ * (slabs are whole blocks, Tiny slabs whole OS pages, SuperSlabs whole OS
+ * pages, whatever the OS page: tests/test_pagesize.sh runs this test with
+ * HAKMEM_PAGE_SIZE 16384 and 65536; the span classes have none),
  * the divisibility constant free
  * uses to reject interior pointers, the size lookup tables (smallest class
  * that holds n, at most 25% larger from 64 B up), and aligned classes. */
@@ -11,10 +13,11 @@
 #include "hakmem_internal.h"
 
 static void check_geometry(void) {
+  const size_t page = _hak_os_page, mid_slab = 2 * page > 65536 ? 2 * page : 65536;
   for (unsigned c = 0; c < HAK_NCLS; c++) {
     const struct hak_class *k = &_hak_classes[c];
     CHECKF(k->size % 16 == 0, "C%u size %u not a multiple of 16", c, k->size);
-    CHECKF(k->size < HAK_PAGE || k->size % HAK_PAGE != 0, "C%u: %u-byte blocks would all start at one page offset", c, k->size);
+    CHECKF(k->size < HAK_PAGE_MIN || k->size % HAK_PAGE_MIN != 0, "C%u: %u-byte blocks would all start at one 4 KiB offset", c, k->size);
     if (c) CHECKF(k->size > _hak_classes[c - 1].size, "C%u sizes not increasing", c);
     if (c >= HAK_SPAN_FIRST) {                  /* page runs of the span heap: no slabs */
       CHECKF(k->slab_blocks == 0 && k->slab_bytes == 0 && k->ss_slabs == 0 && k->ss_bytes == 0,
@@ -22,11 +25,15 @@ static void check_geometry(void) {
       CHECKF(k->tier == (c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25), "C%u tier %u", c, k->tier);
       continue;
     }
-    CHECKF(c >= HAK_NTINY || k->slab_bytes % HAK_PAGE == 0, "C%u slab %u not whole pages", c, k->slab_bytes);
-    CHECKF(k->ss_bytes % HAK_PAGE == 0, "C%u SuperSlab %llu not whole pages", c, (unsigned long long)k->ss_bytes);
+    CHECKF(c >= HAK_NTINY || k->slab_bytes % page == 0, "C%u slab %u not whole pages", c, k->slab_bytes);
+    CHECKF(k->slab_bytes >= 2 * page, "C%u slab %u below two pages", c, k->slab_bytes);
+    CHECKF(k->ss_bytes % page == 0, "C%u SuperSlab %llu not whole pages", c, (unsigned long long)k->ss_bytes);
     CHECKF(k->slab_bytes == k->slab_blocks * k->size, "C%u slab not whole blocks", c);
     CHECKF(k->slab_blocks >= 4 && k->ss_slabs >= 1 && k->ss_slabs <= 255, "C%u geometry", c);
-    CHECKF(c < HAK_NTINY || k->slab_blocks <= 4 || k->slab_blocks <= 65536 / k->size + 1,
+    /* A mid slab holds the blocks it needs (4, 64 KiB, two pages); with
+     * bigger pages at most twice that (SuperSlabs of few blocks: class.c). */
+    size_t need = (4 * k->size > mid_slab ? 4 * k->size : mid_slab + k->size - 1) / k->size;
+    CHECKF(c < HAK_NTINY || (k->slab_blocks >= need && k->slab_blocks <= (page == HAK_PAGE_MIN ? need : 2 * need - 1)),
            "C%u: %u blocks per mid slab", c, k->slab_blocks);
     CHECKF(k->slab_blocks < (1u << (64 - HAK_REMOTE_SHIFT)), "C%u: remote counts overflow", c);
     CHECKF(k->ss_bytes == (uint64_t)k->ss_slabs * k->slab_bytes, "C%u SuperSlab bytes", c);
@@ -92,12 +99,13 @@ static void check_lookup(void) {
   CHECKF(bad == 0, "%u sizes map to a wrong class", bad);
 }
 
-/* malloc_trim gives the table's pages back (they read 0 again, the last
- * entry's page aside) and malloc writes them anew. After check_lookup, every
- * entry is written. */
+/* malloc_trim gives the table's OS pages back (they read 0 again, the last
+ * entries' page aside) and malloc writes them anew, 4 KiB at a time. After
+ * check_lookup, every entry is written. */
 static void check_table_release(void) {
   CHECK(hak_malloc_trim(0) >= 0);
-  size_t written = 0, last_page = HAK_TABLE_MAX / (HAK_PAGE / sizeof _hak_class_front_of_size[0]) * (HAK_PAGE / sizeof _hak_class_front_of_size[0]);
+  size_t per_page = _hak_os_page / sizeof _hak_class_front_of_size[0];
+  size_t written = 0, last_page = HAK_TABLE_MAX / per_page * per_page;
   for (size_t n = 0; n < last_page; n++) written += _hak_class_front_of_size[n] != 0;
   CHECKF(written == 0, "%zu entries still written after malloc_trim", written);
   void *p = hak_malloc(1000);
@@ -105,7 +113,7 @@ static void check_table_release(void) {
   hak_free(p);
   unsigned c = _hak_class_of_size(1000);
   CHECK(_hak_class_front_of_size[1000] == hak_prim_entry(HAK_FRONT(c)));
-  CHECK(_hak_class_front_of_size[9000] == 0);          /* another page: not written */
+  CHECK(_hak_class_front_of_size[9000] == 0);          /* another 4 KiB: not written */
 }
 
 static void check_aligned(void) {
@@ -210,7 +218,7 @@ static void check_span_blocks(void) {
 static void check_home_taken(void) {
   unsigned c = HAK_SPAN_FIRST - 1;
   uintptr_t home = (uintptr_t)(HAK_HOME_BASE + HAK_FRONT(c)) << HAK_REGION_SHIFT;
-  void *taken = mmap((void *)home, HAK_PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  void *taken = mmap((void *)home, HAK_PAGE_MIN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   CHECKF(taken == (void *)home, "could not take the home slot of C%u at %#lx", c, (unsigned long)home);
   enum { N = 8 };
   void *p[N];
@@ -231,11 +239,11 @@ static void check_home_taken(void) {
       CHECK(((void **)p[i])[1] == HAK_FREE_KEY);
     }
   }
-  munmap(taken, HAK_PAGE);
+  munmap(taken, HAK_PAGE_MIN);
 }
 
 int main(void) {
-  _hak_class_init();
+  _hak_thread_init();                                 /* the OS page, then the classes */
   check_home_taken();
   check_home_slots();
   check_span_blocks();
