@@ -87,7 +87,7 @@ static inline int span_push(void *p, unsigned *f) {
   void *key = HAK_FREE_KEY;
   uint32_t o = (uint32_t)a;
   *f = HAK_RACY_LOAD(_hak_span_front[o >> HAK_SPAN_PAGE_SHIFT]);
-  if (*f == 0 || (o & (HAK_PAGE - 1)) != hak_span_start_offset(o) || b[1] == key) return 0;
+  if (*f == 0 || (o & (HAK_SPAN_PAGE - 1)) != hak_span_start_offset(o) || b[1] == key) return 0;
   if (HAK_HARDENED || !hak_home_push(*f + HAK_HOME_BASE, b)) return -1;   /* hardened: the delay first */
   b[1] = key;
 #if HAK_FAST_STATS

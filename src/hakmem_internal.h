@@ -125,7 +125,6 @@
 #define HAK_PAGE_MIN     4096u
 #define HAK_PAGE_MAX     65536u
 extern size_t _hak_os_page;            /* os.c: the OS page, set at init */
-#define HAK_PAGE         4096u         /* what the classes and the span heap still assume */
 
 enum hak_tier { HAK_TIER_TINY, HAK_TIER_L2, HAK_TIER_L25, HAK_TIER_LARGE };
 
@@ -714,23 +713,30 @@ void  _hak_front_delay_verify_all(const struct hak_heap *h);   /* every class: a
  * by all, the 2 blocks included): the heap serves any class with what the
  * rings would hold back. */
 #define HAK_SPAN_FIRST      (HAK_NTINY + 16)
-/* Its slot, and its pages: a block starts HAK_SPAN_COLOR_STEP * (page %
- * HAK_SPAN_COLORS) bytes into its run's first page (hak_span_start_offset).
- * _hak_span_front has a byte per page of the slot: HAK_FRONT(class) at the
- * first page of a used run, 0 everywhere else (written under the heap's
- * lock, read by the slow free (api.c); 1 MiB of address space, a page of it
- * resident per 16 MiB of the heap: under an address-space limit every
- * mapped byte counts, a table of a byte per 256 B took 16 MiB). */
+/* Its slot, and its pages: span pages of HAK_SPAN_PAGE bytes, a constant
+ * (the slow free finds a block's class with a shift), whatever the OS page;
+ * a run is a whole number of OS pages at an OS page boundary (span.c). A
+ * block starts HAK_SPAN_COLOR_STEP * (span page % HAK_SPAN_COLORS) bytes
+ * into its run's first span page (hak_span_start_offset; with OS pages of
+ * 16 and 64 KiB runs start on fewer colors). _hak_span_front has a byte per
+ * span page of the slot: HAK_FRONT(class) at the first span page of a used
+ * run, 0 everywhere else (written under the heap's lock, read by the slow
+ * free (api.c); 1 MiB of address space, 4 KiB of it resident per 16 MiB
+ * of the heap: under an address-space limit every mapped byte counts, a
+ * table of a byte per 256 B took 16 MiB). */
 #define HAK_SPAN_SLOT       (HAK_HOME_BASE + HAK_NFRONT)   /* past the home slots: */
 _Static_assert(HAK_SPAN_SLOT < HAK_FIRST_SLOT, "the inline free's first compare sends its blocks on");
 #define HAK_SPAN_PAGE_SHIFT 12
+#define HAK_SPAN_PAGE       (1u << HAK_SPAN_PAGE_SHIFT)
 #define HAK_SPAN_PAGES      (1u << (HAK_REGION_SHIFT - HAK_SPAN_PAGE_SHIFT))
+_Static_assert(HAK_SPAN_PAGE == HAK_PAGE_MIN, "an OS page is a whole number of span pages");
 #define HAK_SPAN_COLORS     8u
 #define HAK_SPAN_STEP_SHIFT 8
 #define HAK_SPAN_COLOR_STEP (1u << HAK_SPAN_STEP_SHIFT)
 extern uint8_t _hak_span_front[HAK_SPAN_PAGES];
-/* Where a block starts in its page: o is an offset in the slot, (o >> 12)
- * its page; a block start has o % HAK_PAGE equal to this. */
+/* Where a block starts in its span page: o is an offset in the slot,
+ * o >> HAK_SPAN_PAGE_SHIFT its span page; a block start has
+ * o % HAK_SPAN_PAGE equal to this. */
 static inline uint32_t hak_span_start_offset(uint32_t o) {
   return (o >> (HAK_SPAN_PAGE_SHIFT - HAK_SPAN_STEP_SHIFT)) & ((HAK_SPAN_COLORS - 1) << HAK_SPAN_STEP_SHIFT);
 }
@@ -922,7 +928,7 @@ HAK_FAST bool hak_link_plausible(uintptr_t a, unsigned c) {
   if (s < HAK_REGION_SLOTS && hak_block_test((uint32_t)a, hak_map_magic(s), hak_map_limit(s)))
     return _hak_region_map.front[s] == HAK_FRONT(c);
   uint32_t o = (uint32_t)a;
-  return s == HAK_SPAN_SLOT && (o & (HAK_PAGE - 1)) == hak_span_start_offset(o) &&
+  return s == HAK_SPAN_SLOT && (o & (HAK_SPAN_PAGE - 1)) == hak_span_start_offset(o) &&
          HAK_RACY_LOAD(_hak_span_front[o >> HAK_SPAN_PAGE_SHIFT]) == HAK_FRONT(c);
 }
 

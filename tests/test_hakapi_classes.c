@@ -162,11 +162,14 @@ static void *big_then_exit(void *arg) {
   return NULL;
 }
 
-/* Blocks of the span classes (40 KiB up) are page runs of the span slot:
- * not in the map (the inline free sends them to the slow path), found by
- * _hak_span_class, marked free in a list, reported as freed once given back;
- * and the pages one class gives back serve another class. */
+/* Blocks of the span classes (40 KiB up) are runs of whole OS pages of the
+ * span slot: not in the map (the inline free sends them to the slow path),
+ * found by _hak_span_class, marked free in a list, reported as freed once
+ * given back; and the pages one class gives back serve another class. */
+static size_t page_round(size_t n) { return (n + _hak_os_page - 1) & ~(_hak_os_page - 1); }
+
 static void check_span_blocks(void) {
+  const size_t page = _hak_os_page;
   void *first = NULL;
   for (unsigned c = HAK_SPAN_FIRST; c < HAK_NCLS; c++) {
     size_t n = _hak_classes[c].size;
@@ -177,11 +180,11 @@ static void check_span_blocks(void) {
     if (!first) first = p;
     CHECKF((uintptr_t)p >> HAK_REGION_SHIFT == (uintptr_t)HAK_SPAN_SLOT,
            "C%u: block %p is not in the span slot", c, p);
-    CHECKF((uintptr_t)p % 256 == 0 && ((uintptr_t)p & (HAK_PAGE - 1)) + _hak_classes[c].size <=
-           ((_hak_classes[c].size + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1)),
+    CHECKF((uintptr_t)p % 256 == 0 && ((uintptr_t)p & (page - 1)) < HAK_SPAN_PAGE &&
+           ((uintptr_t)p & (page - 1)) + _hak_classes[c].size <= page_round(_hak_classes[c].size),
            "C%u: block %p does not fit its run at its color", c, p);
     CHECKF(hak_block_class(p) == -1 && _hak_span_class(p) == (int)c, "C%u: span class %d", c, _hak_span_class(p));
-    CHECK(_hak_span_class((char *)p + 256) == -1 && _hak_span_class((char *)p + HAK_PAGE) == -1);
+    CHECK(_hak_span_class((char *)p + 256) == -1 && _hak_span_class((char *)p + HAK_SPAN_PAGE) == -1);
     memset(p, 0x5a, n);
     CHECK(hak_malloc_usable_size(p) == _hak_classes[c].size);
     hak_free(p);
@@ -196,15 +199,21 @@ static void check_span_blocks(void) {
   void *run[2] = { NULL, NULL };
   CHECK(pthread_create(&t, NULL, big_then_exit, run) == 0 && pthread_join(t, NULL) == 0);
   CHECK(run[0] != NULL && run[1] != NULL);
-  enum { K = 15 };                                    /* 15 runs of 17 pages fit in its 257 */
-  uintptr_t lo = (uintptr_t)run[0] & ~(uintptr_t)(HAK_PAGE - 1), hi = lo + 257 * HAK_PAGE;
-  void *small[K];
+  /* 4 KiB pages: 15 runs of 17 pages fit in its 257 (16 KiB: 13 of 5 in
+   * 65; 64 KiB: 8 of 2 in 17). */
+  size_t big = page_round(_hak_classes[HAK_NCLS - 1].size), small_run = page_round(_hak_classes[_hak_class_of_size(64 * 1024)].size);
+  enum { K_MOST = 15 };
+  int K = (int)(big / small_run);
+  CHECK(K >= 8 && K <= K_MOST);
+  if (K > K_MOST) K = K_MOST;
+  uintptr_t lo = (uintptr_t)run[0] & ~(uintptr_t)(page - 1), hi = lo + big;
+  void *small[K_MOST];
   unsigned inside = 0;
   for (int i = 0; i < K; i++) {
     small[i] = hak_malloc(64 * 1024);
     inside += (uintptr_t)small[i] >= lo && (uintptr_t)small[i] < hi;
   }
-  CHECKF(inside == K, "%u of %d 64 KiB blocks reuse the pages a 1 MiB block gave back", inside, K);
+  CHECKF(inside == (unsigned)K, "%u of %d 64 KiB blocks reuse the pages a 1 MiB block gave back", inside, K);
   for (int i = 0; i < K; i++) hak_free(small[i]);
   hak_free(run[1]);
   CHECK(hak_malloc_trim(0) == 1);
