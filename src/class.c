@@ -6,8 +6,9 @@
 #include "hakmem_internal.h"
 
 struct hak_class _hak_classes[HAK_NCLS];
-/* Aligned to the biggest OS page: malloc_trim gives back its whole pages. */
-_Alignas(HAK_PAGE_MAX) hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_MAX + 1];
+/* Aligned to 4 KiB only: an alignment of 64 KiB put it in a segment of its
+ * own, and Valgrind read no symbols of a program linked with hakmem.a. */
+_Alignas(HAK_PAGE_MIN) hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_MAX + 1];
 static bool size_table_whole;           /* written whole at start: never released */
 
 /* Block sizes: four classes per doubling (at most 25% apart), plus the L2
@@ -113,7 +114,7 @@ void _hak_class_init(void) {
 
 /* The table is written 4 KiB at a time, whatever the OS page. */
 #define HAK_TABLE_FILL (HAK_PAGE_MIN / sizeof _hak_class_front_of_size[0])
-_Static_assert(sizeof _hak_class_front_of_size > HAK_PAGE_MAX, "the table has whole pages to give back");
+_Static_assert(sizeof _hak_class_front_of_size > 2 * HAK_PAGE_MAX, "the table has whole pages to give back");
 
 /* Writes the 4 KiB of _hak_class_front_of_size that hold n. Threads that
  * do it at once write the same values. */
@@ -138,13 +139,15 @@ void _hak_class_table_init(void) {
   size_table_whole = true;
 }
 
-/* malloc_trim: the table's OS pages go back to the OS and read 0 again (a
- * malloc that reads an entry meanwhile finds it written or 0; either is
- * right), to be written anew by the sizes the program still uses. The
- * table's last entries, on a page it shares with other data, stay. */
+/* malloc_trim: the table's whole OS pages go back to the OS and read 0
+ * again (a malloc that reads an entry meanwhile finds it written or 0;
+ * either is right), to be written anew by the sizes the program still
+ * uses. The entries on the pages at its ends, shared with other data,
+ * stay. */
 void _hak_class_table_release(void) {
-  size_t whole_pages = sizeof _hak_class_front_of_size / _hak_os_page * _hak_os_page;   /* not the page after it */
-  if (!size_table_whole) _hak_os_zero(_hak_class_front_of_size, whole_pages);
+  uintptr_t page = _hak_os_page, from = (uintptr_t)_hak_class_front_of_size;
+  uintptr_t a = (from + page - 1) & ~(page - 1), b = (from + sizeof _hak_class_front_of_size) & ~(page - 1);
+  if (!size_table_whole) _hak_os_zero((void *)a, b - a);
 }
 
 /* Initializes hakmem first: a malloc can come before any constructor, and

@@ -116,9 +116,11 @@
  * HAKMEM_PAGE_SIZE (so a 4 KiB kernel runs hakmem as a 16 or 64 KiB one
  * would). os.c sets _hak_os_page once, before the classes; slow paths read
  * it. Every mapping, purge, guard page and Large block is whole OS pages at
- * an OS page boundary, and every address hakmem fixes in advance (4 GiB
- * slots, the span heap's table, the size table) is HAK_PAGE_MAX aligned.
- * What must be a constant stays one, in units of HAK_PAGE_MIN, and holds
+ * an OS page boundary; every address hakmem fixes in advance (4 GiB slots,
+ * the span heap's runs and page table) is HAK_PAGE_MAX aligned; tables in
+ * the library's own data (the size table, the span heap's front table) give
+ * back the whole OS pages inside them (a 64 KiB alignment there put them in
+ * a segment of their own, where Valgrind read no symbols). What must be a constant stays one, in units of HAK_PAGE_MIN, and holds
  * for every OS page from HAK_PAGE_MIN to HAK_PAGE_MAX: class sizes and
  * their color pad, carve colors, the size table's fill unit, the span
  * heap's page table (span.c: its runs are whole OS pages). */

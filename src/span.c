@@ -74,10 +74,7 @@ static struct {
   uint64_t nonempty[(SPAN_BUCKETS + 63) / 64];
 } span;
 
-/* Aligned to the biggest OS page, as its size is: the purge of the entries
- * above the top gives back whole OS pages of it, and no byte past it. */
-_Alignas(HAK_PAGE_MAX) uint8_t _hak_span_front[HAK_SPAN_PAGES];
-_Static_assert(sizeof _hak_span_front % HAK_PAGE_MAX == 0, "the front table is whole pages");
+uint8_t _hak_span_front[HAK_SPAN_PAGES];
 
 /* The entry of _hak_span_front of a run at span page i. */
 static uint8_t *front_of(uint32_t i) { return &_hak_span_front[i]; }
@@ -413,12 +410,14 @@ bool _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
   return a >= *start && a < *start + *bytes;
 }
 
-/* The whole OS pages of metadata from from, and up to to's page's end (the
- * entries past to are unused: 0), back to the OS. */
-static void purge_entries(const void *from, const void *to) {
+/* The whole OS pages of a table's entries from from, and up to to's page's
+ * end (the entries past to are unused: 0) but not past end, the table's
+ * end, back to the OS. */
+static void purge_entries(const void *from, const void *to, const void *end) {
   uintptr_t page = _hak_os_page;
   uintptr_t a = ((uintptr_t)from + page - 1) & ~(page - 1);
-  uintptr_t b = ((uintptr_t)to + page - 1) & ~(page - 1);
+  uintptr_t b = ((uintptr_t)to + page - 1) & ~(page - 1), most = (uintptr_t)end & ~(page - 1);
+  if (b > most) b = most;
   if (b > a) _hak_os_zero((void *)a, b - a);
 }
 
@@ -436,8 +435,8 @@ static void span_unmap_top(void) {
     top = start;
   }
   if (span.mapped > top) {                  /* their page table and front entries (all 0) */
-    purge_entries(&span.page[top], &span.page[span.mapped]);
-    purge_entries(front_of(top), front_of(span.mapped));
+    purge_entries(&span.page[top], &span.page[span.mapped], &span.page[HAK_SPAN_PAGES]);
+    purge_entries(front_of(top), front_of(span.mapped), front_of(HAK_SPAN_PAGES));
     if (span.mapped > unmap_from) pages_unmap(unmap_from, span.mapped - unmap_from);
     span.mapped = top;
   }
