@@ -87,7 +87,7 @@ static inline int span_push(void *p, unsigned *f) {
   void *key = HAK_FREE_KEY;
   uint32_t o = (uint32_t)a;
   *f = HAK_RACY_LOAD(_hak_span_front[o >> HAK_SPAN_PAGE_SHIFT]);
-  if (*f == 0 || (o & (HAK_PAGE - 1)) != hak_span_start_offset(o) || b[1] == key) return 0;
+  if (*f == 0 || (o & (HAK_SPAN_PAGE - 1)) != hak_span_start_offset(o) || b[1] == key) return 0;
   if (HAK_HARDENED || !hak_home_push(*f + HAK_HOME_BASE, b)) return -1;   /* hardened: the delay first */
   b[1] = key;
 #if HAK_FAST_STATS
@@ -296,12 +296,18 @@ HAK_API void *hak_memalign(size_t align, size_t n) {
   return aligned_alloc_pow2(a, n);
 }
 
-HAK_API void *hak_valloc(size_t n) { return aligned_alloc_pow2(HAK_PAGE, n); }
+/* The page of valloc and pvalloc is the OS page (HAKMEM_PAGE_SIZE's, when
+ * set). */
+HAK_API void *hak_valloc(size_t n) {
+  _hak_thread_init();
+  return aligned_alloc_pow2(_hak_os_page, n);
+}
 
 HAK_API void *hak_pvalloc(size_t n) {
-  size_t rounded = (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1);
+  _hak_thread_init();
+  size_t page = _hak_os_page, rounded = (n + page - 1) & ~(page - 1);
   if (rounded < n) { errno = ENOMEM; return NULL; }
-  return aligned_alloc_pow2(HAK_PAGE, rounded ? rounded : HAK_PAGE);
+  return aligned_alloc_pow2(page, rounded ? rounded : page);
 }
 
 HAK_API void hak_free_sized(void *p, size_t n) { (void)n; hak_free_inline(p); }

@@ -6,7 +6,9 @@
 #include "hakmem_internal.h"
 
 struct hak_class _hak_classes[HAK_NCLS];
-_Alignas(HAK_PAGE) hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_MAX + 1];
+/* Aligned to 4 KiB only: an alignment of 64 KiB put it in a segment of its
+ * own, and Valgrind read no symbols of a program linked with hakmem.a. */
+_Alignas(HAK_PAGE_MIN) hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_MAX + 1];
 static bool size_table_whole;           /* written whole at start: never released */
 
 /* Block sizes: four classes per doubling (at most 25% apart), plus the L2
@@ -27,13 +29,14 @@ static const uint32_t class_sizes[HAK_NCLS] = {
  * would sit at the same small offsets in every class and fight for the same
  * cache sets while the rest of the L2 stayed empty. A Tiny slab of class c
  * carves from the block HAK_CARVE_COLOR * c bytes in (modulo the slab),
- * wrapping around: 5 pages and 3 cache lines apart, the Tiny classes start
- * on 16 different pages of a 64 KiB slab and different L1 sets (see
+ * wrapping around: 5 times 4 KiB and 3 cache lines apart, the Tiny classes
+ * start on 16 different 4 KiB of a 64 KiB slab and different L1 sets (see
  * docs/experiments.md; cachegrind on random_mixed: misses of a 512 KiB
- * cache 17x fewer). Mid classes have their per-block color pad instead. */
-#define HAK_CARVE_COLOR (5u * HAK_PAGE + 3u * 64)
+ * cache 17x fewer). Mid classes have their per-block color pad instead.
+ * Both are about caches, not the OS page: constants. */
+#define HAK_CARVE_COLOR (5u * HAK_PAGE_MIN + 3u * 64)
 
-/* Blocks of 4 KiB and more would all start at the same offset in a page, so
+/* Blocks of 4 KiB and more would all start at the same offset in 4 KiB, so
  * the same bytes of different blocks would fall into the same cache sets;
  * HAK_COLOR_PAD bytes more per block rotate block starts through 16 offsets
  * (see docs/experiments.md). */
@@ -42,28 +45,50 @@ _Static_assert(sizeof class_sizes / sizeof class_sizes[0] == HAK_NCLS, "class ta
 _Static_assert(HAK_COLOR_PAD % 16 == 0, "blocks of 16 B or more are 16-byte aligned");
 
 #define HAK_SLAB_TARGET   (64u * 1024)   /* slabs are at least this big ...   */
-#define HAK_SLAB_MIN_BLOCKS 4u           /* ... and hold at least 4 blocks    */
+#define HAK_SLAB_MIN_BLOCKS 4u           /* ... hold at least 4 blocks ...    */
+#define HAK_SLAB_MIN_PAGES  2u           /* ... and two OS pages: a hardened
+                                            SuperSlab's last page (its guard)
+                                            leaves its last slab blocks      */
 #define HAK_SS_TARGET     (2u << 20)     /* SuperSlabs about 2 MiB            */
 
 static uint64_t gcd64(uint64_t a, uint64_t b) { while (b) { uint64_t t = a % b; a = b; b = t; } return a; }
 
-/* Tiny slabs are whole pages. Colored classes cannot be (that would take 16
- * blocks): their slabs are HAK_SLAB_MIN_BLOCKS blocks or 64 KiB, and their
- * SuperSlabs, which are mapped, hold a multiple of the 16 blocks that end on
- * a page boundary. A free slab is purged by the whole pages inside it. The
- * span classes have no slabs (their blocks are page runs of the span heap,
+/* A colored class whose slab of blocks blocks would make the smallest
+ * SuperSlab (lcm(blocks, cycle) blocks) more than HAK_SS_TARGET (OS pages
+ * of 16 KiB and more: the cycle is up to 256 blocks) takes slabs of a
+ * divisor or a multiple of the cycle (a power of two), so that its
+ * SuperSlabs are as small as the page allows: cycle blocks (4 KiB pages
+ * never come here). */
+static uint64_t ss_blocks_fewer(uint64_t blocks, uint64_t cycle) {
+  if (blocks > cycle) return (blocks + cycle - 1) / cycle * cycle;
+  uint64_t b = 1;
+  while (b < blocks) b *= 2;
+  return b;
+}
+
+/* Tiny slabs are whole OS pages. Colored classes cannot be (that would take
+ * 16 blocks of 4 KiB pages, 256 of 64 KiB ones): their slabs are
+ * HAK_SLAB_MIN_BLOCKS blocks or 64 KiB, and their SuperSlabs, which are
+ * mapped, hold a multiple of the blocks that end on an OS page boundary
+ * (the cycle). A free slab is purged by the whole OS pages inside it. The
+ * geometry follows the OS page (read at init); the sizes do not. The span
+ * classes have no slabs (their blocks are page runs of the span heap,
  * span.c): only their size and tier are set. */
 static void class_geometry(unsigned c) {
   struct hak_class *k = &_hak_classes[c];
-  uint32_t size = class_sizes[c] >= HAK_PAGE ? class_sizes[c] + HAK_COLOR_PAD : class_sizes[c];
+  uint32_t size = class_sizes[c] >= HAK_PAGE_MIN ? class_sizes[c] + HAK_COLOR_PAD : class_sizes[c];
+  uint64_t page = _hak_os_page;
   k->size = size;
   k->tier = c < HAK_NTINY ? HAK_TIER_TINY : c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25;
   if (c >= HAK_SPAN_FIRST) return;
   uint64_t want = size * (uint64_t)HAK_SLAB_MIN_BLOCKS;
   if (want < HAK_SLAB_TARGET) want = HAK_SLAB_TARGET;
-  uint64_t cycle = HAK_PAGE / gcd64(size, HAK_PAGE);     /* blocks that end on a page boundary */
+  if (want < HAK_SLAB_MIN_PAGES * page) want = HAK_SLAB_MIN_PAGES * page;
+  uint64_t cycle = page / gcd64(size, page);             /* blocks that end on a page boundary */
   uint64_t blocks = (want + size - 1) / size;
   if (c < HAK_NTINY) blocks = (blocks + cycle - 1) / cycle * cycle;
+  else if (blocks * cycle / gcd64(blocks, cycle) * size > HAK_SS_TARGET)
+    blocks = ss_blocks_fewer(blocks, cycle);
   uint64_t slab = blocks * size;
   uint64_t ss = slab >= HAK_SS_TARGET ? 1 : HAK_SS_TARGET / slab;
   uint64_t step = cycle / gcd64(blocks, cycle);          /* slabs per page-aligned run */
@@ -77,16 +102,24 @@ static void class_geometry(unsigned c) {
   HAK_ASSERT(k->magic_unit >= 1 && k->magic_unit <= size && k->magic > HAK_REGION_BYTES + size);
   k->carve_first = c < HAK_NTINY ? (uint32_t)((c * HAK_CARVE_COLOR) % slab / size) : 0;
   HAK_ASSERT(k->carve_first < k->slab_blocks);
+  /* The invariants of struct hak_class that depend on the OS page. */
+  HAK_ASSERT(k->ss_bytes % page == 0 && ss <= 256 && slab >= HAK_SLAB_MIN_PAGES * page);
+  HAK_ASSERT(c >= HAK_NTINY || slab % page == 0);
 }
 
 void _hak_class_init(void) {
+  HAK_ASSERT(_hak_os_page >= HAK_PAGE_MIN && _hak_os_page <= HAK_PAGE_MAX);   /* _hak_os_page_init first */
   for (unsigned c = 0; c < HAK_NCLS; c++) class_geometry(c);
 }
 
-/* Writes the page of _hak_class_front_of_size that holds n. Threads that do it at
- * once write the same values. */
+/* The table is written 4 KiB at a time, whatever the OS page. */
+#define HAK_TABLE_FILL (HAK_PAGE_MIN / sizeof _hak_class_front_of_size[0])
+_Static_assert(sizeof _hak_class_front_of_size > 2 * HAK_PAGE_MAX, "the table has whole pages to give back");
+
+/* Writes the 4 KiB of _hak_class_front_of_size that hold n. Threads that
+ * do it at once write the same values. */
 static void front_of_size_fill(size_t n) {
-  size_t per_page = HAK_PAGE / sizeof _hak_class_front_of_size[0];
+  size_t per_page = HAK_TABLE_FILL;
   size_t first = n / per_page * per_page, last = first + per_page - 1;
   if (last > HAK_TABLE_MAX) last = HAK_TABLE_MAX;
   unsigned c = 0;
@@ -101,18 +134,20 @@ static void front_of_size_fill(size_t n) {
  * written now, once. */
 void _hak_class_table_init(void) {
   if (hak_prim_head(0) == NULL) return;
-  size_t per_page = HAK_PAGE / sizeof _hak_class_front_of_size[0];
+  size_t per_page = HAK_TABLE_FILL;
   for (size_t n = 0; n <= HAK_TABLE_MAX; n += per_page) front_of_size_fill(n);
   size_table_whole = true;
 }
 
-/* malloc_trim: the table's pages go back to the OS and read 0 again (a
- * malloc that reads an entry meanwhile finds it written or 0; either is
- * right), to be written anew by the sizes the program still uses. The
- * table's last entry, alone on a page it shares with other data, stays. */
+/* malloc_trim: the table's whole OS pages go back to the OS and read 0
+ * again (a malloc that reads an entry meanwhile finds it written or 0;
+ * either is right), to be written anew by the sizes the program still
+ * uses. The entries on the pages at its ends, shared with other data,
+ * stay. */
 void _hak_class_table_release(void) {
-  size_t whole_pages = sizeof _hak_class_front_of_size / HAK_PAGE * HAK_PAGE;   /* not the page after it */
-  if (!size_table_whole) _hak_os_zero(_hak_class_front_of_size, whole_pages);
+  uintptr_t page = _hak_os_page, from = (uintptr_t)_hak_class_front_of_size;
+  uintptr_t a = (from + page - 1) & ~(page - 1), b = (from + sizeof _hak_class_front_of_size) & ~(page - 1);
+  if (!size_table_whole) _hak_os_zero((void *)a, b - a);
 }
 
 /* Initializes hakmem first: a malloc can come before any constructor, and

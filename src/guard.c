@@ -101,6 +101,7 @@ void _hak_guard_written_after_free(const void *b, unsigned c) {
 }
 
 bool _hak_guard_pages(void *p, size_t bytes, bool on) {
+  HAK_ASSERT(((uintptr_t)p | bytes) % _hak_os_page == 0);
   return mprotect(p, bytes, on ? PROT_NONE : PROT_READ | PROT_WRITE) == 0;
 }
 
@@ -175,8 +176,8 @@ static size_t libc_block_usable(uintptr_t a) {
   if (m.kind != 'a') return 0;
   if (field & 2) {                                /* mmapped chunk */
     uint64_t pad = *(const uint64_t *)(a - 16);
-    bool shaped = chunk - pad >= m.lo && ((chunk - pad) & (HAK_PAGE - 1)) == 0 &&
-                  ((pad + size) & (HAK_PAGE - 1)) == 0;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);   /* the C library's page, whatever hakmem's */
+    bool shaped = chunk - pad >= m.lo && ((chunk - pad) & (page - 1)) == 0 && ((pad + size) & (page - 1)) == 0;
     return shaped ? size - 16 : 0;
   }
   return (field & 4) ? size - 8 : 0;              /* thread arena chunk */

@@ -4,7 +4,8 @@
  * Files, bottom up (each file's cross-file names are _hak_<file>_...):
  *   lock.c      the lock table: ranks, waiting, debug rank checks, the fork
  *               handlers (every lock, in rank order), acquisition counts
- *   os.c        mmap/munmap/madvise, fixed-address mappings, the metadata arena
+ *   os.c        the OS page (HAKMEM_PAGE_SIZE), mmap/munmap/madvise,
+ *               fixed-address mappings, the metadata arena
  *   class.c     the size classes, their geometry, the size table of malloc
  *   region.c    the ownership map and the class regions (4 GiB slots) that
  *               SuperSlabs are mapped into and unmapped from, at the top
@@ -110,21 +111,38 @@
 #define HAK_NL25         17
 #define HAK_NCLS         (HAK_NTINY + HAK_NL2 + HAK_NL25)
 #define HAK_MIN_ALIGN    16u
-#define HAK_PAGE         4096u
+/* Pages. The OS page, the unit of mmap, munmap, madvise and mprotect, is
+ * known at init only: the kernel's, or a bigger power of two asked for by
+ * HAKMEM_PAGE_SIZE (so a 4 KiB kernel runs hakmem as a 16 or 64 KiB one
+ * would). os.c sets _hak_os_page once, before the classes; slow paths read
+ * it. Every mapping, purge, guard page and Large block is whole OS pages at
+ * an OS page boundary; every address hakmem fixes in advance (4 GiB slots,
+ * the span heap's runs and page table) is HAK_PAGE_MAX aligned; tables in
+ * the library's own data (the size table, the span heap's front table) give
+ * back the whole OS pages inside them (a 64 KiB alignment there put them in
+ * a segment of their own, where Valgrind read no symbols). What must be a constant stays one, in units of HAK_PAGE_MIN, and holds
+ * for every OS page from HAK_PAGE_MIN to HAK_PAGE_MAX: class sizes and
+ * their color pad, carve colors, the size table's fill unit, the span
+ * heap's page table (span.c: its runs are whole OS pages). */
+#define HAK_PAGE_MIN     4096u
+#define HAK_PAGE_MAX     65536u
+extern size_t _hak_os_page;            /* os.c: the OS page, set at init */
 
 enum hak_tier { HAK_TIER_TINY, HAK_TIER_L2, HAK_TIER_L25, HAK_TIER_LARGE };
 
 /* Geometry of one size class (class.c fills it at init; test_sizeclass checks
  * it). Blocks of a class tile its regions with no gaps: block k of a region
  * is at base + k * size, so "is p one of the first K block starts" is one
- * multiply and one compare (hak_block_test). A slab is slab_blocks blocks, a
- * whole number of pages; a SuperSlab is ss_slabs slabs. The span classes
+ * multiply and one compare (hak_block_test). A slab is slab_blocks blocks,
+ * at least two OS pages (a Tiny slab: a whole number of them); a SuperSlab
+ * is ss_slabs slabs, a whole number of OS pages (it is mapped at once at a
+ * multiple of its size), at most 256. The span classes
  * (HAK_SPAN_FIRST up) have no regions: size and tier only, the rest 0
  * (test_hakapi_classes checks both). */
 struct hak_class {
   uint32_t size;          /* block size in bytes                               */
   uint32_t slab_blocks;   /* blocks per slab                                   */
-  uint32_t slab_bytes;    /* slab_blocks * size, a multiple of HAK_PAGE        */
+  uint32_t slab_bytes;    /* slab_blocks * size; Tiny: whole OS pages          */
   uint32_t ss_slabs;      /* slabs per SuperSlab                               */
   uint64_t ss_bytes;      /* ss_slabs * slab_bytes                             */
   uint64_t magic;         /* floor(2^64 / size) + 1                            */
@@ -603,9 +621,11 @@ struct hak_heap {
 /* ---- os.c ------------------------------------------------------------------ */
 /* Every mapping is counted in the bytes_mapped gauge. Mappings of blocks
  * are refused past the memory limit (NULL, errno ENOMEM); tables are not. */
-void  *_hak_os_map(size_t bytes);                 /* NULL on failure          */
+/* Blocks' mappings, purges and remaps are whole OS pages at OS page
+ * boundaries (debug builds check it); tables may be mapped anywhere. */
+void   _hak_os_page_init(void);                   /* after the options, first */
 void  *_hak_os_map_at(uintptr_t addr, size_t bytes); /* exactly there or NULL */
-void  *_hak_os_map_aligned(size_t bytes, size_t align);
+void  *_hak_os_map_aligned(size_t bytes, size_t align);   /* align >= the OS page */
 void  *_hak_os_map_table(size_t bytes);           /* hakmem's own tables      */
 void  *_hak_os_map_table_at(uintptr_t addr, size_t bytes);
 void   _hak_os_unmap(void *p, size_t bytes);
@@ -695,23 +715,30 @@ void  _hak_front_delay_verify_all(const struct hak_heap *h);   /* every class: a
  * by all, the 2 blocks included): the heap serves any class with what the
  * rings would hold back. */
 #define HAK_SPAN_FIRST      (HAK_NTINY + 16)
-/* Its slot, and its pages: a block starts HAK_SPAN_COLOR_STEP * (page %
- * HAK_SPAN_COLORS) bytes into its run's first page (hak_span_start_offset).
- * _hak_span_front has a byte per page of the slot: HAK_FRONT(class) at the
- * first page of a used run, 0 everywhere else (written under the heap's
- * lock, read by the slow free (api.c); 1 MiB of address space, a page of it
- * resident per 16 MiB of the heap: under an address-space limit every
- * mapped byte counts, a table of a byte per 256 B took 16 MiB). */
+/* Its slot, and its pages: span pages of HAK_SPAN_PAGE bytes, a constant
+ * (the slow free finds a block's class with a shift), whatever the OS page;
+ * a run is a whole number of OS pages at an OS page boundary (span.c). A
+ * block starts HAK_SPAN_COLOR_STEP * (span page % HAK_SPAN_COLORS) bytes
+ * into its run's first span page (hak_span_start_offset; with OS pages of
+ * 16 and 64 KiB runs start on fewer colors). _hak_span_front has a byte per
+ * span page of the slot: HAK_FRONT(class) at the first span page of a used
+ * run, 0 everywhere else (written under the heap's lock, read by the slow
+ * free (api.c); 1 MiB of address space, 4 KiB of it resident per 16 MiB
+ * of the heap: under an address-space limit every mapped byte counts, a
+ * table of a byte per 256 B took 16 MiB). */
 #define HAK_SPAN_SLOT       (HAK_HOME_BASE + HAK_NFRONT)   /* past the home slots: */
 _Static_assert(HAK_SPAN_SLOT < HAK_FIRST_SLOT, "the inline free's first compare sends its blocks on");
 #define HAK_SPAN_PAGE_SHIFT 12
+#define HAK_SPAN_PAGE       (1u << HAK_SPAN_PAGE_SHIFT)
 #define HAK_SPAN_PAGES      (1u << (HAK_REGION_SHIFT - HAK_SPAN_PAGE_SHIFT))
+_Static_assert(HAK_SPAN_PAGE == HAK_PAGE_MIN, "an OS page is a whole number of span pages");
 #define HAK_SPAN_COLORS     8u
 #define HAK_SPAN_STEP_SHIFT 8
 #define HAK_SPAN_COLOR_STEP (1u << HAK_SPAN_STEP_SHIFT)
 extern uint8_t _hak_span_front[HAK_SPAN_PAGES];
-/* Where a block starts in its page: o is an offset in the slot, (o >> 12)
- * its page; a block start has o % HAK_PAGE equal to this. */
+/* Where a block starts in its span page: o is an offset in the slot,
+ * o >> HAK_SPAN_PAGE_SHIFT its span page; a block start has
+ * o % HAK_SPAN_PAGE equal to this. */
 static inline uint32_t hak_span_start_offset(uint32_t o) {
   return (o >> (HAK_SPAN_PAGE_SHIFT - HAK_SPAN_STEP_SHIFT)) & ((HAK_SPAN_COLORS - 1) << HAK_SPAN_STEP_SHIFT);
 }
@@ -782,6 +809,7 @@ void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry l
   X(LARGE_CACHE_LIVE_PCT, NUMBER, 100, 0, 1000, NULL, "percent of the live Large bytes the cache may keep when that is more than HAKMEM_LARGE_CACHE_MB") \
   X(PURGE_DELAY_MS,  NUMBER, 50, 0, 60000, NULL, "ms before a free slab or cached Large range goes back to the OS, and an untouched thread list to the slabs") \
   X(EMPTY_KEEP,      NUMBER,  1, 0, 64, NULL,   "empty SuperSlabs per class kept committed for reuse") \
+  X(PAGE_SIZE,       NUMBER, -1, HAK_PAGE_MIN, HAK_PAGE_MAX, "kernel", "bytes of the page hakmem maps, purges and guards in: a power of two from the kernel's page to 65536 (kernel: the kernel's)") \
   X(LIMIT_MB,        NUMBER,  0, 0, 100000000, "cgroup", "MiB hakmem may keep mapped (0: no limit); cgroup: the memory.max of the process's cgroup v2") \
   X(LIMIT,           ENUM,    0, 0, 1, "soft|hard", "soft: past HAKMEM_LIMIT_MB hakmem trims before it maps more; hard: and then fails the allocation (ENOMEM)") \
   X(INVALID_FREE,    ENUM,    0, 0, 1, "abort|ignore", "abort: an invalid free aborts; ignore: it is counted and skipped") \
@@ -830,8 +858,8 @@ HAK_SLOW __attribute__((noreturn)) void _hak_guard_bad_link(const void *b, const
 HAK_SLOW __attribute__((noreturn)) void _hak_guard_bad_heap_link(const void *b, const void *next, size_t size);
 HAK_SLOW __attribute__((noreturn)) void _hak_guard_written_after_free(const void *b, unsigned c);
 void   _hak_guard_init(void);                  /* the link secret; at init */
-/* Hardened build: pages [p, p + bytes) made inaccessible (on) or read-write
- * again (off); false when the kernel refused. */
+/* Hardened build: OS pages [p, p + bytes) made inaccessible (on) or
+ * read-write again (off); false when the kernel refused. */
 bool   _hak_guard_pages(void *p, size_t bytes, bool on);
 /* printf to stderr / to fd through a stack buffer: never allocates. */
 void   _hak_guard_write(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -902,7 +930,7 @@ HAK_FAST bool hak_link_plausible(uintptr_t a, unsigned c) {
   if (s < HAK_REGION_SLOTS && hak_block_test((uint32_t)a, hak_map_magic(s), hak_map_limit(s)))
     return _hak_region_map.front[s] == HAK_FRONT(c);
   uint32_t o = (uint32_t)a;
-  return s == HAK_SPAN_SLOT && (o & (HAK_PAGE - 1)) == hak_span_start_offset(o) &&
+  return s == HAK_SPAN_SLOT && (o & (HAK_SPAN_PAGE - 1)) == hak_span_start_offset(o) &&
          HAK_RACY_LOAD(_hak_span_front[o >> HAK_SPAN_PAGE_SHIFT]) == HAK_FRONT(c);
 }
 

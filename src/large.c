@@ -1,5 +1,5 @@
 /* large.c — Large blocks (> 1 MiB, or alignments no class can give): one
- * mapping per block, page aligned, its metadata out of band in a hash table
+ * mapping per block, whole OS pages at an OS page boundary, its metadata out of band in a hash table
  * keyed by the block address (the ownership map of this tier: O(1), never
  * touching the block). Freed blocks stay resident in a cache of page ranges
  * bounded in bytes by the larger of HAKMEM_LARGE_CACHE_MB and
@@ -17,18 +17,19 @@
 
 #include <errno.h>
 
-/* A live block or a cached range: bytes is a multiple of the page, never 0.
+/* A live block or a cached range: bytes is a multiple of the OS page, never
+ * 0, and so is addr (every mapping is OS page aligned, os.c).
  * dirty: the bytes from addr that may be non-zero; beyond it the pages read
  * 0 (fresh). A live block is dirty whole (dirty == bytes): the program may
  * write every byte malloc_usable_size gives it, not only what it asked for. */
 struct large_entry { uintptr_t addr; size_t bytes; size_t dirty; uint32_t freed_ms; };
 
 /* The hardened build puts a guard page after every Large block: the last
- * page of its mapping (counted in bytes, not in the usable size) is
+ * OS page of its mapping (counted in bytes, not in the usable size) is
  * inaccessible while the block lives, so a write past the end of the
  * block faults; a freed block's range goes to the cache accessible again.
  * A realloc moves the block (the guard page stays with its range). */
-#define HAK_LARGE_GUARD (HAK_HARDENED ? (size_t)HAK_PAGE : 0)
+#define HAK_LARGE_GUARD (HAK_HARDENED ? _hak_os_page : 0)
 
 /* Live blocks: open addressing, linear probing, backward-shift deletion. */
 hak_lock_t _hak_large_lock;
@@ -71,7 +72,7 @@ static bool table_grow(void) {
 }
 
 static bool table_insert(uintptr_t addr, size_t bytes) {
-  HAK_ASSERT(bytes >= HAK_PAGE && bytes % HAK_PAGE == 0);   /* 0 would read as "not ours" */
+  HAK_ASSERT(bytes >= _hak_os_page && (addr | bytes) % _hak_os_page == 0);   /* 0 would read as "not ours" */
   if ((table_count + 1) * 2 > table_cap && !table_grow()) return false;
   size_t i = slot_of(addr, table_cap);
   while (table[i].addr) i = (i + 1) & (table_cap - 1);
@@ -224,12 +225,13 @@ static struct large_entry large_map(size_t bytes, size_t align, const struct lar
   return (struct large_entry){ (uintptr_t)p, bytes, dirty, 0 };
 }
 
-/* A block has at least one page, also for n == 0 (a zero-size aligned
+/* A block has at least one OS page, also for n == 0 (a zero-size aligned
  * request): a block of 0 bytes would read as "not ours" (_hak_large_usable)
  * and its range would stay in the cache, to be handed out again. */
 void *_hak_large_alloc(size_t n, size_t align, bool zero) {
-  if (align < HAK_PAGE) align = HAK_PAGE;
-  size_t bytes = n ? (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1) : HAK_PAGE;
+  size_t page = _hak_os_page;
+  if (align < page) align = page;
+  size_t bytes = n ? (n + page - 1) & ~(page - 1) : page;
   if (bytes < n || bytes + HAK_LARGE_GUARD > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   bytes += HAK_LARGE_GUARD;
   struct large_entry e = { 0, 0, 0, 0 }, parts[HAK_LARGE_CACHE_SLOTS];
@@ -238,7 +240,7 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   int i = cache_best_fit(bytes, align);
   bool cached = i >= 0;
   if (cached) e = cache_cut((unsigned)i, bytes);
-  else if (align == HAK_PAGE) nparts = cache_take_largest(bytes, parts);
+  else if (align == page) nparts = cache_take_largest(bytes, parts);
   hak_unlock(&_hak_large_lock);
   size_t reused = cached ? bytes : 0;
   for (unsigned k = 0; k < nparts; k++) reused += parts[k].bytes;
@@ -306,7 +308,7 @@ static void resize_in_place(struct large_entry *e, size_t bytes) {
  * NULL: the caller moves the block itself (allocate, copy, free). */
 void *_hak_large_realloc(void *p, size_t n) {
   if (HAK_LARGE_GUARD) return NULL;               /* the guard page stays where it is: move */
-  size_t bytes = (n + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1);
+  size_t page = _hak_os_page, bytes = (n + page - 1) & ~(page - 1);
   if (bytes < n || bytes > PTRDIFF_MAX) return NULL;
   hak_lock(&_hak_large_lock);
   struct large_entry *e = table_find((uintptr_t)p);
@@ -320,7 +322,7 @@ void *_hak_large_realloc(void *p, size_t n) {
     cache_cut((unsigned)i, bytes - old);
     resize_in_place(e, bytes);
   } else if (bytes > old) {
-    q = cache_best_fit(bytes, HAK_PAGE) < 0 ? _hak_os_remap(p, old, bytes) : NULL;
+    q = cache_best_fit(bytes, page) < 0 ? _hak_os_remap(p, old, bytes) : NULL;
     if (q) {
       table_remove(e);
       table_insert((uintptr_t)q, bytes);   /* cannot fail: a slot was just freed */

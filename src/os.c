@@ -1,5 +1,6 @@
-/* os.c — the only file that talks to the kernel about memory: mappings at
- * any or at a fixed address, purging, remapping, and the metadata arena that
+/* os.c — the only file that talks to the kernel about memory: the OS page,
+ * mappings at any or at a fixed address, purging, remapping, and the
+ * metadata arena that
  * holds hakmem's own structures (heaps, region directories, SuperSlab
  * headers), which are never returned. It counts every byte hakmem has
  * mapped and not unmapped (the bytes_mapped gauge: blocks and tables
@@ -10,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,6 +19,41 @@
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
+
+/* ---- the OS page ------------------------------------------------------------ */
+/* hakmem's page (hakmem_internal.h) is the kernel's unless HAKMEM_PAGE_SIZE
+ * asks for a bigger power of two, up to HAK_PAGE_MAX: then hakmem maps,
+ * purges, guards and rounds in those pages (mappings at any address are
+ * aligned to them: map_aligned), as it would on a kernel with that page.
+ * A kernel page above HAK_PAGE_MAX is one hakmem cannot run on. */
+size_t _hak_os_page;
+static size_t kernel_page;                     /* what mmap aligns to */
+
+void _hak_os_page_init(void) {
+  long got = sysconf(_SC_PAGESIZE);
+  size_t kernel = got > 0 ? (size_t)got : HAK_PAGE_MIN;
+  if (kernel < HAK_PAGE_MIN || kernel > HAK_PAGE_MAX || (kernel & (kernel - 1))) {
+    _hak_guard_write("hakmem: the kernel's page of %zu bytes is not one hakmem supports (%u to %u)\n",
+                     kernel, HAK_PAGE_MIN, HAK_PAGE_MAX);
+    abort();
+  }
+  size_t page = kernel;
+  long want = _hak_options_get(HAK_OPT_PAGE_SIZE);   /* -1: the kernel's */
+  if (want >= 0 && ((want & (want - 1)) || (size_t)want < kernel))
+    _hak_guard_write("hakmem: HAKMEM_PAGE_SIZE=%ld is not a power of two from the kernel's page "
+                     "(%zu) to %u; using %zu\n", want, kernel, HAK_PAGE_MAX, kernel);
+  else if (want >= 0)
+    page = (size_t)want;
+  kernel_page = kernel;
+  _hak_os_page = page;
+}
+
+/* Debug builds: [p, p + bytes) is whole OS pages (every purge, fixed
+ * mapping, guard and block mapping; tables mapped anywhere need not be). */
+static void check_pages(const void *p, size_t bytes) {
+  HAK_ASSERT(_hak_os_page && ((uintptr_t)p | bytes) % _hak_os_page == 0);
+  (void)p; (void)bytes;
+}
 
 /* ---- mapped bytes and the limit ------------------------------------------ */
 /* The limit counts mapped bytes, not resident ones: it bounds hakmem's
@@ -160,14 +197,8 @@ static void *map_at(uintptr_t addr, size_t bytes) {
   return p;
 }
 
-void *_hak_os_map(size_t bytes) {
-  if (!mapped_take(bytes)) return NULL;
-  void *p = map_any(bytes);
-  if (!p) mapped_undo(bytes);
-  return p;
-}
-
 void *_hak_os_map_at(uintptr_t addr, size_t bytes) {
+  check_pages((void *)addr, bytes);
   if (!mapped_take(bytes)) return NULL;
   void *p = map_at(addr, bytes);
   if (!p) mapped_undo(bytes);
@@ -187,19 +218,29 @@ void *_hak_os_map_table_at(uintptr_t addr, size_t bytes) {
   return p;
 }
 
-/* bytes at an address aligned to align (a power of two >= page size). */
-void *_hak_os_map_aligned(size_t bytes, size_t align) {
-  if (align <= HAK_PAGE) return _hak_os_map(bytes);
+/* bytes mapped at an address aligned to align (a power of two), the rest
+ * of a bigger mapping given back; NULL when the kernel refuses. */
+static void *map_any_aligned(size_t bytes, size_t align) {
+  if (align <= kernel_page) return map_any(bytes);
   size_t span = bytes + align;
   if (span < bytes) return NULL;
-  if (!mapped_take(bytes)) return NULL;
   char *raw = map_any(span);
-  if (!raw) { mapped_undo(bytes); return NULL; }
+  if (!raw) return NULL;
   uintptr_t start = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
   size_t head = start - (uintptr_t)raw, tail = span - head - bytes;
   if (head) munmap(raw, head);
   if (tail) munmap((char *)start + bytes, tail);
   return (void *)start;
+}
+
+/* bytes (whole OS pages) at an address aligned to align (a power of two,
+ * at least the OS page). */
+void *_hak_os_map_aligned(size_t bytes, size_t align) {
+  HAK_ASSERT(align % _hak_os_page == 0 && bytes % _hak_os_page == 0);
+  if (!mapped_take(bytes)) return NULL;
+  void *p = map_any_aligned(bytes, align);
+  if (!p) mapped_undo(bytes);
+  return p;
 }
 
 void _hak_os_unmap(void *p, size_t bytes) {
@@ -209,6 +250,7 @@ void _hak_os_unmap(void *p, size_t bytes) {
 }
 
 void _hak_os_purge(void *p, size_t bytes) {
+  check_pages(p, bytes);
   if (!bytes) return;
   madvise(p, bytes, MADV_DONTNEED);     /* not MADV_FREE: see docs/experiments.md */
   atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_purged, (int64_t)bytes, memory_order_relaxed);
@@ -218,14 +260,26 @@ void _hak_os_purge(void *p, size_t bytes) {
 /* Private pages back to the OS; they read 0 again (tables, not blocks: no
  * gauges). */
 void _hak_os_zero(void *p, size_t bytes) {
+  check_pages(p, bytes);
   if (bytes) madvise(p, bytes, MADV_DONTNEED);
 }
 
-/* A growth takes its new bytes of the limit. */
+/* p's old_bytes become new_bytes (whole OS pages), moved if need be; a
+ * growth takes its new bytes of the limit. When hakmem's page is bigger
+ * than the kernel's, the kernel would move it to an address aligned to its
+ * own page only: it goes to a place of hakmem's alignment mapped first. */
 void *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes) {
+  check_pages(p, old_bytes | new_bytes);
   size_t grown = new_bytes > old_bytes ? new_bytes - old_bytes : 0;
   if (!mapped_take(grown)) return NULL;
-  void *q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
+  void *q;
+  if (_hak_os_page > kernel_page && grown) {
+    void *to = map_any_aligned(new_bytes, _hak_os_page);
+    q = to ? mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, to) : MAP_FAILED;
+    if (to && q == MAP_FAILED) munmap(to, new_bytes);
+  } else {
+    q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
+  }
   if (q == MAP_FAILED) { mapped_undo(grown); return NULL; }
   if (new_bytes < old_bytes) mapped_add(-(int64_t)(old_bytes - new_bytes));
   return q;
@@ -235,6 +289,8 @@ void *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes) {
  * (page tables move; nothing is copied or faulted in): from's bytes are
  * unmapped. */
 bool _hak_os_move(void *from, size_t bytes, void *to) {
+  check_pages(from, bytes);
+  check_pages(to, bytes);
   if (mremap(from, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, to) == MAP_FAILED) return false;
   mapped_add(-(int64_t)bytes);
   return true;
@@ -267,7 +323,7 @@ static void *meta_map(size_t bytes) {
 void *_hak_os_meta_alloc(size_t bytes) {
   bytes = (bytes + HAK_CACHELINE - 1) & ~(size_t)(HAK_CACHELINE - 1);
   if (bytes >= HAK_META_CHUNK / 4) {            /* big: a mapping of its own */
-    size_t rounded = (bytes + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1);
+    size_t rounded = (bytes + HAK_PAGE_MIN - 1) & ~(size_t)(HAK_PAGE_MIN - 1);   /* a table: any page */
     return meta_map(rounded);
   }
   hak_lock(&_hak_os_meta_lock);

@@ -87,8 +87,8 @@ static struct hak_superslab *ss_header(struct hak_region *r, uint32_t index) {
     s->ss = ss;
     s->start = ss->base + (uint64_t)i * k->slab_bytes;
     s->capacity = k->slab_blocks;
-    if (HAK_HARDENED && i == k->ss_slabs - 1)    /* its last page is the guard (region_grow) */
-      s->capacity = (k->slab_bytes - HAK_PAGE) / k->size;
+    if (HAK_HARDENED && i == k->ss_slabs - 1)    /* its last OS page is the guard (region_grow) */
+      s->capacity = (uint32_t)((k->slab_bytes - _hak_os_page) / k->size);   /* slabs are 2 pages or more */
   }
   *dir_slot(r, index) = ss;
   return ss;
@@ -110,11 +110,11 @@ static struct hak_superslab *region_grow(struct hak_region *r) {
   struct hak_superslab *ss = ss_header(r, r->ss_mapped);
   if (!ss) { _hak_os_unmap((void *)at, k->ss_bytes); return NULL; }
   hak_track_mem_noaccess((void *)at, k->ss_bytes);   /* no block handed out yet (track.h) */
-  /* Hardened build: the SuperSlab's last page is a guard page (no block
+  /* Hardened build: the SuperSlab's last OS page is a guard page (no block
    * reaches into it: its last slab holds fewer blocks), so a run past the
    * end of a SuperSlab's blocks faults. A kernel that refuses (the map
    * count limit) leaves the page unused only. */
-  if (HAK_HARDENED) (void)_hak_guard_pages((void *)(at + k->ss_bytes - HAK_PAGE), HAK_PAGE, true);
+  if (HAK_HARDENED) (void)_hak_guard_pages((void *)(at + k->ss_bytes - _hak_os_page), _hak_os_page, true);
   r->ss_mapped++;
   _hak_superslab_mapped(ss);
   map_publish_end(r, k);

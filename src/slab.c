@@ -80,7 +80,7 @@ static uint32_t gcd32(uint32_t a, uint32_t b) {
 
 /* w for the chunk that holds block s->carved. */
 static void carve_chunk(const struct hak_slab *s, struct carve_walk *w) {
-  uint32_t size = _hak_classes[s->cls].size, m = HAK_PAGE / size;
+  uint32_t size = _hak_classes[s->cls].size, m = HAK_CARVE_BYTES / size;
   if (m < HAK_CARVE_CHUNK_MIN) m = HAK_CARVE_CHUNK_MIN;
   uint32_t q = s->carved / m, n = s->capacity - q * m;
   w->base = q * m;

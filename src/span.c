@@ -1,6 +1,6 @@
 /* span.c — the span heap. Blocks of the span classes (HAK_SPAN_FIRST, the
- * 40 KiB bridge class, up to 1 MiB) are not carved from class regions: each is a run of whole pages in
- * one shared slot, taken from and given back to one page heap, so the pages
+ * 40 KiB bridge class, up to 1 MiB) are not carved from class regions: each
+ * is a run of whole OS pages in one shared slot, taken from and given back to one page heap, so the pages
  * one class frees serve any other class at once (with a region per class,
  * every class kept the memory of its own peak: docs/experiments.md). A free
  * run merges with its free neighbours and waits in a bucket by length; its
@@ -8,9 +8,15 @@
  * purged free run at the top gives back its address space too. The threads'
  * rings (front.c) sit in front of the heap as for every class.
  *
- * A block starts 256 * (page % 8) bytes into its run's first page (the cache
- * colors that class regions give blocks by their pad); every span class has
- * that much room left in its last page (span_check_room).
+ * The heap counts in span pages (HAK_SPAN_PAGE, 4 KiB: the page table has
+ * an entry per span page, the slow free finds a class by a constant shift),
+ * and every run starts and ends on an OS page boundary: its start and
+ * length are multiples of span.unit span pages (1 with 4 KiB OS pages, 16
+ * with 64 KiB ones), so each run is mapped, purged and unmapped by itself.
+ * A block starts 256 * (span page % 8) bytes into its run's first span page
+ * (the cache colors that class regions give blocks by their pad; with OS
+ * pages of 32 KiB and more, one color); every span class has that much
+ * room left in its last span page (span_check_room).
  *
  * The slot is HAK_SPAN_SLOT, the one after the home slots, so free's
  * inline path sends span blocks on at its first compare, to the slow path
@@ -24,22 +30,23 @@
 #include <string.h>
 
 #define SPAN_GROW        (2u << 20)          /* bytes mapped at a time            */
-#define SPAN_BUCKETS     258u                /* free runs of 1..257 pages; [0]: longer */
+#define SPAN_BUCKETS     258u                /* free runs of 1..257 OS pages; [0]: longer */
 #define SPAN_NONE        UINT32_MAX
 #define SPAN_BATCH_MAX   64u                 /* runs one take hands out           */
 
 enum { SPAN_UNSET = 0, SPAN_FREE = 1, SPAN_USED = 2 };
 
-/* One entry per page of the slot. Invariants (span_check, debug builds): a
- * run's first and last entries hold its length and state, the last one with
- * tail set when the run is longer than a page, and its inner entries are
- * unset; runs tile pages [0, top); no two free runs touch; a free run is on
+/* One entry per span page of the slot. Invariants (span_check, debug
+ * builds): a run's first and last entries hold its length and state, the
+ * last one with tail set when the run is longer than a span page, and its
+ * inner entries are unset; runs tile span pages [0, top); a run's start and
+ * length are multiples of span.unit; no two free runs touch; a free run is on
  * the bucket of its length; the _hak_span_front entry of a run's first
  * page i (front_of(i)) is HAK_FRONT(class) when the run is used, else 0,
  * and every other entry is 0; an unmapped run is free and
  * not dirty, and runs lie below mapped, in pages the page table maps. */
 struct span_page {
-  uint32_t len;             /* run length in pages                          */
+  uint32_t len;             /* run length in span pages                     */
   uint8_t  state;           /* SPAN_FREE / SPAN_USED                        */
   uint8_t  tail;            /* the last entry of a run of 2 pages or more   */
   uint8_t  dirty;           /* free run: some of its pages may be resident  */
@@ -58,19 +65,25 @@ static struct {
   _Atomic bool opened;
   struct span_page *page;   /* the page table (SPAN_TABLE)                  */
   size_t table_mapped;      /* its bytes mapped so far                      */
-  _Atomic uint32_t top;     /* pages in runs                                */
-  uint32_t mapped;          /* pages mapped                                 */
-  uint64_t taken;           /* pages handed out since the last purge pass   */
+  _Atomic uint32_t top;     /* span pages in runs                           */
+  uint32_t mapped;          /* span pages mapped                            */
+  uint64_t taken;           /* span pages handed out since the last purge pass */
+  uint32_t unit;            /* span pages per OS page (a power of two)      */
+  unsigned unit_shift;      /* its log2                                     */
   uint32_t bucket[SPAN_BUCKETS];
   uint64_t nonempty[(SPAN_BUCKETS + 63) / 64];
 } span;
 
 uint8_t _hak_span_front[HAK_SPAN_PAGES];
 
-/* The entry of _hak_span_front of a run at page i. */
+/* The entry of _hak_span_front of a run at span page i. */
 static uint8_t *front_of(uint32_t i) { return &_hak_span_front[i]; }
 
-static unsigned bucket_of(uint32_t len) { return len < SPAN_BUCKETS ? len : 0; }
+/* Free runs are on the bucket of their length in OS pages. */
+static unsigned bucket_of(uint32_t len) {
+  uint32_t pages = len >> span.unit_shift;
+  return pages < SPAN_BUCKETS ? pages : 0;
+}
 
 static void bucket_insert(uint32_t i) {
   struct span_page *e = &span.page[i];
@@ -121,26 +134,34 @@ static void free_run_set(uint32_t i, uint32_t len, bool dirty, uint32_t freed_ms
   bucket_insert(i);
 }
 
-/* Every span class leaves room for the last color in its last page. */
+/* Every span class leaves room for the last color in its last span page
+ * (a run of whole OS pages leaves at least as much). */
 static bool span_check_room(void) {
   for (unsigned c = HAK_SPAN_FIRST; c < HAK_NCLS; c++) {
-    uint32_t size = _hak_classes[c].size, run = (size + HAK_PAGE - 1) / HAK_PAGE * HAK_PAGE;
+    uint32_t size = _hak_classes[c].size, run = (size + HAK_SPAN_PAGE - 1) / HAK_SPAN_PAGE * HAK_SPAN_PAGE;
     if (run - size < (HAK_SPAN_COLORS - 1) * HAK_SPAN_COLOR_STEP) return false;
   }
   return true;
 }
 
-/* The page table lies in the slot's last SPAN_TABLE_PAGES pages, mapped
- * SPAN_TABLE_GROW bytes at a time as the runs grow: mapped whole at the
- * first span block, its 20 MiB counted against an address-space limit. */
+/* The page table lies in the slot's last SPAN_TABLE_PAGES span pages,
+ * mapped SPAN_TABLE_GROW bytes at a time as the runs grow: mapped whole at
+ * the first span block, its 20 MiB counted against an address-space limit.
+ * It starts, as the runs' mappings (SPAN_GROW at a time) end, on a
+ * boundary of the biggest OS page. */
 #define SPAN_TABLE_BYTES  ((size_t)HAK_SPAN_PAGES * sizeof(struct span_page))
-#define SPAN_TABLE_PAGES  ((uint32_t)((SPAN_TABLE_BYTES + HAK_PAGE - 1) / HAK_PAGE))
-#define SPAN_RUN_PAGES    (HAK_SPAN_PAGES - SPAN_TABLE_PAGES)   /* pages runs may take */
+#define SPAN_TABLE_PAGES  ((uint32_t)((SPAN_TABLE_BYTES + HAK_SPAN_PAGE - 1) / HAK_SPAN_PAGE))
+#define SPAN_RUN_PAGES    (HAK_SPAN_PAGES - SPAN_TABLE_PAGES)   /* span pages runs may take */
 #define SPAN_TABLE_GROW   (64u << 10)
+_Static_assert(((uint64_t)SPAN_RUN_PAGES << HAK_SPAN_PAGE_SHIFT) % HAK_PAGE_MAX == 0 &&
+               SPAN_TABLE_GROW % HAK_PAGE_MAX == 0 && SPAN_GROW % HAK_PAGE_MAX == 0,
+               "the span heap's mappings are whole OS pages");
 
 static void span_open(void) {
   if (atomic_load_explicit(&span.opened, memory_order_relaxed)) return;
   HAK_ASSERT(span_check_room());
+  span.unit = (uint32_t)(_hak_os_page >> HAK_SPAN_PAGE_SHIFT);
+  span.unit_shift = (unsigned)__builtin_ctz(span.unit);
   span.page = (struct span_page *)(SPAN_BASE + ((uintptr_t)SPAN_RUN_PAGES << HAK_SPAN_PAGE_SHIFT));
   for (unsigned b = 0; b < SPAN_BUCKETS; b++) span.bucket[b] = SPAN_NONE;
   atomic_store_explicit(&span.opened, true, memory_order_release);
@@ -157,7 +178,7 @@ static bool table_map_to(uint32_t end) {
   return true;
 }
 
-/* Pages up to end are mapped (SPAN_GROW at a time, at fixed addresses). */
+/* Span pages up to end are mapped (SPAN_GROW at a time, at fixed addresses). */
 static bool span_map_to(uint32_t end) {
   if (end <= span.mapped) return true;
   if (end > SPAN_RUN_PAGES) return false;
@@ -174,10 +195,11 @@ static bool span_map_to(uint32_t end) {
   return true;
 }
 
-/* The free run that best fits len pages: the shortest non-empty bucket from
- * len up, else the first long enough among the longest runs. */
+/* The free run that best fits len span pages (whole OS pages): the
+ * shortest non-empty bucket from len's up, else the first long enough among
+ * the longest runs. */
 static uint32_t best_fit(uint32_t len) {
-  for (unsigned b = len; b < SPAN_BUCKETS; b = (b / 64 + 1) * 64) {
+  for (unsigned b = len >> span.unit_shift; b < SPAN_BUCKETS; b = (b / 64 + 1) * 64) {
     uint64_t bits = span.nonempty[b / 64] >> (b % 64);
     if (bits) return span.bucket[b + (unsigned)__builtin_ctzll(bits)];
   }
@@ -188,7 +210,7 @@ static uint32_t best_fit(uint32_t len) {
 
 static uintptr_t page_addr(uint32_t i) { return SPAN_BASE + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT); }
 
-/* Pages [i, i + len) of an unmapped free run are mapped again. */
+/* Span pages [i, i + len) of an unmapped free run are mapped again. */
 static bool pages_remap(uint32_t i, uint32_t len) {
   if (!_hak_os_map_at(page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT)) return false;
   hak_track_mem_noaccess((void *)page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT);
@@ -199,7 +221,7 @@ static void pages_unmap(uint32_t i, uint32_t len) {
   _hak_os_unmap((void *)page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT);
 }
 
-/* A used run of len pages for class c, or SPAN_NONE when the slot is full
+/* A used run of len span pages for class c, or SPAN_NONE when the slot is full
  * or the kernel refuses. */
 static uint32_t run_alloc(uint32_t len, unsigned c) {
   uint32_t i = best_fit(len);
@@ -275,6 +297,7 @@ static void span_check(void) {
   for (uint32_t i = 0; i < top; ) {
     const struct span_page *e = &span.page[i], *last = &span.page[i + e->len - 1];
     HAK_ASSERT(e->len >= 1 && i + e->len <= top && !e->tail);
+    HAK_ASSERT(i % span.unit == 0 && e->len % span.unit == 0);   /* whole OS pages */
     HAK_ASSERT(e->state == SPAN_FREE || e->state == SPAN_USED);
     HAK_ASSERT(e->len == 1 || (last->len == e->len && last->state == e->state && last->tail));
     HAK_ASSERT((e->state == SPAN_USED) == (*front_of(i) != 0));
@@ -291,8 +314,10 @@ static void span_check(void) {
   }
 }
 
+/* The span pages of a block of class c: whole OS pages. */
 static uint32_t class_pages(unsigned c) {
-  return (_hak_classes[c].size + HAK_PAGE - 1) >> HAK_SPAN_PAGE_SHIFT;
+  size_t page = _hak_os_page;
+  return (uint32_t)(((_hak_classes[c].size + page - 1) & ~(page - 1)) >> HAK_SPAN_PAGE_SHIFT);
 }
 
 static uintptr_t block_at(uint32_t i) {
@@ -385,10 +410,14 @@ bool _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
   return a >= *start && a < *start + *bytes;
 }
 
-/* The whole pages of metadata between from and to back to the OS. */
-static void purge_entries(const void *from, const void *to) {
-  uintptr_t a = ((uintptr_t)from + HAK_PAGE - 1) & ~(uintptr_t)(HAK_PAGE - 1);
-  uintptr_t b = ((uintptr_t)to + HAK_PAGE - 1) & ~(uintptr_t)(HAK_PAGE - 1);
+/* The whole OS pages of a table's entries from from, and up to to's page's
+ * end (the entries past to are unused: 0) but not past end, the table's
+ * end, back to the OS. */
+static void purge_entries(const void *from, const void *to, const void *end) {
+  uintptr_t page = _hak_os_page;
+  uintptr_t a = ((uintptr_t)from + page - 1) & ~(page - 1);
+  uintptr_t b = ((uintptr_t)to + page - 1) & ~(page - 1), most = (uintptr_t)end & ~(page - 1);
+  if (b > most) b = most;
   if (b > a) _hak_os_zero((void *)a, b - a);
 }
 
@@ -406,8 +435,8 @@ static void span_unmap_top(void) {
     top = start;
   }
   if (span.mapped > top) {                  /* their page table and front entries (all 0) */
-    purge_entries(&span.page[top], &span.page[span.mapped]);
-    purge_entries(front_of(top), front_of(span.mapped));
+    purge_entries(&span.page[top], &span.page[span.mapped], &span.page[HAK_SPAN_PAGES]);
+    purge_entries(front_of(top), front_of(span.mapped), front_of(HAK_SPAN_PAGES));
     if (span.mapped > unmap_from) pages_unmap(unmap_from, span.mapped - unmap_from);
     span.mapped = top;
   }

@@ -159,7 +159,7 @@ static bool purge_due(const struct hak_slab *s, const struct hak_purge_policy *p
 }
 
 /* Purges ss's free slabs by runs of neighbours (due, or purged before), one
- * madvise per run over the whole pages inside it: slabs of the colored
+ * madvise per run over the whole OS pages inside it: slabs of the colored
  * classes are not page multiples, so purging slab by slab would leave the
  * pages two free slabs share resident (about 6% of a 16 KiB class). */
 static size_t purge_superslab(struct hak_superslab *ss, const struct hak_purge_policy *pp) {
@@ -173,8 +173,9 @@ static size_t purge_superslab(struct hak_superslab *ss, const struct hak_purge_p
       else if (s->state != HAK_SLAB_FREE || s->dirty) break;
     }
     if (!due) continue;
-    uintptr_t from = (ss->slabs[i].start + HAK_PAGE - 1) & ~(uintptr_t)(HAK_PAGE - 1);
-    uintptr_t to = (ss->slabs[j - 1].start + k->slab_bytes) & ~(uintptr_t)(HAK_PAGE - 1);
+    uintptr_t page = _hak_os_page;
+    uintptr_t from = (ss->slabs[i].start + page - 1) & ~(page - 1);
+    uintptr_t to = (ss->slabs[j - 1].start + k->slab_bytes) & ~(page - 1);
     if (to > from) _hak_os_purge((void *)from, to - from);
     for (unsigned x = i; x < j; x++) {
       if (ss->slabs[x].dirty) released += k->slab_bytes;

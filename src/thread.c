@@ -48,9 +48,10 @@ void _hak_thread_init(void) {
     return;
   }
   _hak_lock_init();
+  _hak_options_init();
+  _hak_os_page_init();
   _hak_class_init();
   _hak_class_table_init();
-  _hak_options_init();
   _hak_os_limit_init();
   _hak_front_init();
   _hak_guard_init();

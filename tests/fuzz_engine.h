@@ -278,7 +278,9 @@ static void fz_verify(struct fz_run *run, const struct fz_block *b, size_t len, 
  * Up to the first Large size (Large sizes are drawn apart: a page apart,
  * their boundaries would crowd out the small ones). */
 static void fz_probe_classes(const struct fz_api *api) {
-  fz_page = (size_t)sysconf(_SC_PAGESIZE);
+  fz_page = (size_t)sysconf(_SC_PAGESIZE);     /* or hakmem's, when HAKMEM_PAGE_SIZE asks for more */
+  const char *forced = getenv("HAKMEM_PAGE_SIZE");
+  if (forced && (size_t)atol(forced) > fz_page) fz_page = (size_t)atol(forced);
   fz_nclasses = 0;
   for (size_t s = 1; s <= FZ_MIB + 1 && fz_nclasses < FZ_CLASSES_MAX;) {
     void *p = api->malloc_fn(s);
@@ -364,7 +366,11 @@ static void fz_admit(struct fz_run *run, struct fz_slot *s, void *p, size_t n, s
   if (u < need || u == 0)
     fz_fail(run, "%s(%zu, alignment %zu) = %p: usable size %zu < %zu", fz_kind_name[kind], n, align, p, u,
             need ? need : 1);
-  if (api->usable_bound && bounded && n >= 64 && n <= FZ_MIB && u > n + n / 4)
+  /* With pages above 4 KiB, a block of its own mapping (a first-class
+   * heap's above 128 KiB) may be whole pages. */
+  size_t bound = n + n / 4, pages = (n + fz_page - 1) / fz_page * fz_page;
+  if (fz_page > 4096 && n >= fz_page && pages > bound) bound = pages;
+  if (api->usable_bound && bounded && n >= 64 && n <= FZ_MIB && u > bound)
     fz_fail(run, "%s(%zu) = %p: usable size %zu is more than 25%% above the request", fz_kind_name[kind], n, p, u);
   if (kind == FZ_CALLOC)
     for (size_t i = 0; i < n; i++)

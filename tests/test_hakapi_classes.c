@@ -1,5 +1,7 @@
 /* The size-class table against the code that relies on it: geometry
- * (slabs are whole pages and whole blocks; the span classes have none),
+ * (slabs are whole blocks, Tiny slabs whole OS pages, SuperSlabs whole OS
+ * pages, whatever the OS page: tests/test_pagesize.sh runs this test with
+ * HAKMEM_PAGE_SIZE 16384 and 65536; the span classes have none),
  * the divisibility constant free
  * uses to reject interior pointers, the size lookup tables (smallest class
  * that holds n, at most 25% larger from 64 B up), and aligned classes. */
@@ -11,10 +13,11 @@
 #include "hakmem_internal.h"
 
 static void check_geometry(void) {
+  const size_t page = _hak_os_page, mid_slab = 2 * page > 65536 ? 2 * page : 65536;
   for (unsigned c = 0; c < HAK_NCLS; c++) {
     const struct hak_class *k = &_hak_classes[c];
     CHECKF(k->size % 16 == 0, "C%u size %u not a multiple of 16", c, k->size);
-    CHECKF(k->size < HAK_PAGE || k->size % HAK_PAGE != 0, "C%u: %u-byte blocks would all start at one page offset", c, k->size);
+    CHECKF(k->size < HAK_PAGE_MIN || k->size % HAK_PAGE_MIN != 0, "C%u: %u-byte blocks would all start at one 4 KiB offset", c, k->size);
     if (c) CHECKF(k->size > _hak_classes[c - 1].size, "C%u sizes not increasing", c);
     if (c >= HAK_SPAN_FIRST) {                  /* page runs of the span heap: no slabs */
       CHECKF(k->slab_blocks == 0 && k->slab_bytes == 0 && k->ss_slabs == 0 && k->ss_bytes == 0,
@@ -22,11 +25,15 @@ static void check_geometry(void) {
       CHECKF(k->tier == (c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25), "C%u tier %u", c, k->tier);
       continue;
     }
-    CHECKF(c >= HAK_NTINY || k->slab_bytes % HAK_PAGE == 0, "C%u slab %u not whole pages", c, k->slab_bytes);
-    CHECKF(k->ss_bytes % HAK_PAGE == 0, "C%u SuperSlab %llu not whole pages", c, (unsigned long long)k->ss_bytes);
+    CHECKF(c >= HAK_NTINY || k->slab_bytes % page == 0, "C%u slab %u not whole pages", c, k->slab_bytes);
+    CHECKF(k->slab_bytes >= 2 * page, "C%u slab %u below two pages", c, k->slab_bytes);
+    CHECKF(k->ss_bytes % page == 0, "C%u SuperSlab %llu not whole pages", c, (unsigned long long)k->ss_bytes);
     CHECKF(k->slab_bytes == k->slab_blocks * k->size, "C%u slab not whole blocks", c);
     CHECKF(k->slab_blocks >= 4 && k->ss_slabs >= 1 && k->ss_slabs <= 255, "C%u geometry", c);
-    CHECKF(c < HAK_NTINY || k->slab_blocks <= 4 || k->slab_blocks <= 65536 / k->size + 1,
+    /* A mid slab holds the blocks it needs (4, 64 KiB, two pages); with
+     * bigger pages at most twice that (SuperSlabs of few blocks: class.c). */
+    size_t need = (4 * k->size > mid_slab ? 4 * k->size : mid_slab + k->size - 1) / k->size;
+    CHECKF(c < HAK_NTINY || (k->slab_blocks >= need && k->slab_blocks <= (page == HAK_PAGE_MIN ? need : 2 * need - 1)),
            "C%u: %u blocks per mid slab", c, k->slab_blocks);
     CHECKF(k->slab_blocks < (1u << (64 - HAK_REMOTE_SHIFT)), "C%u: remote counts overflow", c);
     CHECKF(k->ss_bytes == (uint64_t)k->ss_slabs * k->slab_bytes, "C%u SuperSlab bytes", c);
@@ -92,20 +99,25 @@ static void check_lookup(void) {
   CHECKF(bad == 0, "%u sizes map to a wrong class", bad);
 }
 
-/* malloc_trim gives the table's pages back (they read 0 again, the last
- * entry's page aside) and malloc writes them anew. After check_lookup, every
- * entry is written. */
+/* malloc_trim gives the table's whole OS pages back (they read 0 again, the
+ * entries on the pages at its ends aside) and malloc writes them anew, 4 KiB
+ * at a time. After check_lookup, every entry is written. */
 static void check_table_release(void) {
   CHECK(hak_malloc_trim(0) >= 0);
-  size_t written = 0, last_page = HAK_TABLE_MAX / (HAK_PAGE / sizeof _hak_class_front_of_size[0]) * (HAK_PAGE / sizeof _hak_class_front_of_size[0]);
-  for (size_t n = 0; n < last_page; n++) written += _hak_class_front_of_size[n] != 0;
+  uintptr_t page = _hak_os_page, table = (uintptr_t)_hak_class_front_of_size;
+  size_t first = (((table + page - 1) & ~(page - 1)) - table) / sizeof _hak_class_front_of_size[0];
+  size_t last = (((table + sizeof _hak_class_front_of_size) & ~(page - 1)) - table) / sizeof _hak_class_front_of_size[0];
+  CHECK(last > first + 1000);
+  size_t written = 0;
+  for (size_t n = first; n < last; n++) written += _hak_class_front_of_size[n] != 0;
   CHECKF(written == 0, "%zu entries still written after malloc_trim", written);
   void *p = hak_malloc(1000);
   CHECK(p != NULL);
   hak_free(p);
   unsigned c = _hak_class_of_size(1000);
   CHECK(_hak_class_front_of_size[1000] == hak_prim_entry(HAK_FRONT(c)));
-  CHECK(_hak_class_front_of_size[9000] == 0);          /* another page: not written */
+  size_t other = (first > 8192 ? first : 8192) + 808; /* 9000, or as far into the first whole page */
+  CHECKF(_hak_class_front_of_size[other] == 0, "entry %zu", other);   /* another 4 KiB: not written */
 }
 
 static void check_aligned(void) {
@@ -154,11 +166,14 @@ static void *big_then_exit(void *arg) {
   return NULL;
 }
 
-/* Blocks of the span classes (40 KiB up) are page runs of the span slot:
- * not in the map (the inline free sends them to the slow path), found by
- * _hak_span_class, marked free in a list, reported as freed once given back;
- * and the pages one class gives back serve another class. */
+/* Blocks of the span classes (40 KiB up) are runs of whole OS pages of the
+ * span slot: not in the map (the inline free sends them to the slow path),
+ * found by _hak_span_class, marked free in a list, reported as freed once
+ * given back; and the pages one class gives back serve another class. */
+static size_t page_round(size_t n) { return (n + _hak_os_page - 1) & ~(_hak_os_page - 1); }
+
 static void check_span_blocks(void) {
+  const size_t page = _hak_os_page;
   void *first = NULL;
   for (unsigned c = HAK_SPAN_FIRST; c < HAK_NCLS; c++) {
     size_t n = _hak_classes[c].size;
@@ -169,11 +184,11 @@ static void check_span_blocks(void) {
     if (!first) first = p;
     CHECKF((uintptr_t)p >> HAK_REGION_SHIFT == (uintptr_t)HAK_SPAN_SLOT,
            "C%u: block %p is not in the span slot", c, p);
-    CHECKF((uintptr_t)p % 256 == 0 && ((uintptr_t)p & (HAK_PAGE - 1)) + _hak_classes[c].size <=
-           ((_hak_classes[c].size + HAK_PAGE - 1) & ~(size_t)(HAK_PAGE - 1)),
+    CHECKF((uintptr_t)p % 256 == 0 && ((uintptr_t)p & (page - 1)) < HAK_SPAN_PAGE &&
+           ((uintptr_t)p & (page - 1)) + _hak_classes[c].size <= page_round(_hak_classes[c].size),
            "C%u: block %p does not fit its run at its color", c, p);
     CHECKF(hak_block_class(p) == -1 && _hak_span_class(p) == (int)c, "C%u: span class %d", c, _hak_span_class(p));
-    CHECK(_hak_span_class((char *)p + 256) == -1 && _hak_span_class((char *)p + HAK_PAGE) == -1);
+    CHECK(_hak_span_class((char *)p + 256) == -1 && _hak_span_class((char *)p + HAK_SPAN_PAGE) == -1);
     memset(p, 0x5a, n);
     CHECK(hak_malloc_usable_size(p) == _hak_classes[c].size);
     hak_free(p);
@@ -188,15 +203,21 @@ static void check_span_blocks(void) {
   void *run[2] = { NULL, NULL };
   CHECK(pthread_create(&t, NULL, big_then_exit, run) == 0 && pthread_join(t, NULL) == 0);
   CHECK(run[0] != NULL && run[1] != NULL);
-  enum { K = 15 };                                    /* 15 runs of 17 pages fit in its 257 */
-  uintptr_t lo = (uintptr_t)run[0] & ~(uintptr_t)(HAK_PAGE - 1), hi = lo + 257 * HAK_PAGE;
-  void *small[K];
+  /* 4 KiB pages: 15 runs of 17 pages fit in its 257 (16 KiB: 13 of 5 in
+   * 65; 64 KiB: 8 of 2 in 17). */
+  size_t big = page_round(_hak_classes[HAK_NCLS - 1].size), small_run = page_round(_hak_classes[_hak_class_of_size(64 * 1024)].size);
+  enum { K_MOST = 15 };
+  int K = (int)(big / small_run);
+  CHECK(K >= 8 && K <= K_MOST);
+  if (K > K_MOST) K = K_MOST;
+  uintptr_t lo = (uintptr_t)run[0] & ~(uintptr_t)(page - 1), hi = lo + big;
+  void *small[K_MOST];
   unsigned inside = 0;
   for (int i = 0; i < K; i++) {
     small[i] = hak_malloc(64 * 1024);
     inside += (uintptr_t)small[i] >= lo && (uintptr_t)small[i] < hi;
   }
-  CHECKF(inside == K, "%u of %d 64 KiB blocks reuse the pages a 1 MiB block gave back", inside, K);
+  CHECKF(inside == (unsigned)K, "%u of %d 64 KiB blocks reuse the pages a 1 MiB block gave back", inside, K);
   for (int i = 0; i < K; i++) hak_free(small[i]);
   hak_free(run[1]);
   CHECK(hak_malloc_trim(0) == 1);
@@ -210,7 +231,7 @@ static void check_span_blocks(void) {
 static void check_home_taken(void) {
   unsigned c = HAK_SPAN_FIRST - 1;
   uintptr_t home = (uintptr_t)(HAK_HOME_BASE + HAK_FRONT(c)) << HAK_REGION_SHIFT;
-  void *taken = mmap((void *)home, HAK_PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  void *taken = mmap((void *)home, HAK_PAGE_MIN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   CHECKF(taken == (void *)home, "could not take the home slot of C%u at %#lx", c, (unsigned long)home);
   enum { N = 8 };
   void *p[N];
@@ -231,11 +252,11 @@ static void check_home_taken(void) {
       CHECK(((void **)p[i])[1] == HAK_FREE_KEY);
     }
   }
-  munmap(taken, HAK_PAGE);
+  munmap(taken, HAK_PAGE_MIN);
 }
 
 int main(void) {
-  _hak_class_init();
+  _hak_thread_init();                                 /* the OS page, then the classes */
   check_home_taken();
   check_home_slots();
   check_span_blocks();

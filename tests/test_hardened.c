@@ -11,7 +11,7 @@
  * tests/test_hardened.sh. tests/run.sh runs this test in the hardened
  * build only. */
 #include "testing.h"
-#include "hakmem_internal.h"              /* HAK_DELAY_MAX, HAK_REGION_SHIFT, HAK_PAGE */
+#include "hakmem_internal.h"              /* HAK_DELAY_MAX, HAK_REGION_SHIFT, HAK_PAGE_MAX */
 
 #include <malloc.h>
 #include <pthread.h>
@@ -23,13 +23,16 @@
 
 #define KiB ((size_t)1024)
 #define MiB (1024 * KiB)
-/* 16-byte blocks: slabs of 64 KiB (4096 blocks; class.c, HAK_SLAB_TARGET),
- * SuperSlabs of 32 slabs (2 MiB, HAK_SS_TARGET), the last page of which is
- * the guard. */
+/* 16-byte blocks: slabs of 64 KiB or two pages (class.c, HAK_SLAB_TARGET
+ * and HAK_SLAB_MIN_PAGES), SuperSlabs of 2 MiB (HAK_SS_TARGET), the last
+ * page of which is the guard. The page is the kernel's or HAKMEM_PAGE_SIZE's
+ * (tests/test_pagesize.sh). */
 #define SMALL        16u
-#define SLAB_BYTES   (64 * KiB)
-#define SLAB_BLOCKS  (SLAB_BYTES / SMALL)
+#define SLAB_BYTES   (2 * page > 64 * KiB ? 2 * page : 64 * KiB)
+#define SLAB_BLOCKS  ((unsigned)(SLAB_BYTES / SMALL))
+#define SLAB_BLOCKS_MOST (2 * HAK_PAGE_MAX / SMALL)
 #define SS_BYTES     (2 * MiB)
+static size_t page;
 
 static void *launder(void *p) { __asm__ volatile("" : "+r"(p)); return p; }
 static uintptr_t region_base(const void *p) { return (uintptr_t)p >> HAK_REGION_SHIFT << HAK_REGION_SHIFT; }
@@ -58,9 +61,9 @@ static void first_blocks(unsigned *index, unsigned n) {
 
 /* Every block of the first slab once, not in address order. */
 static void test_carve_once(void) {
-  enum { N = 3 * SLAB_BLOCKS };
-  static void *blocks[N];
-  static unsigned char seen[SLAB_BLOCKS];
+  const unsigned N = 3 * SLAB_BLOCKS;
+  static void *blocks[3 * SLAB_BLOCKS_MOST];
+  static unsigned char seen[SLAB_BLOCKS_MOST];
   unsigned in_first = 0, adjacent = 0, twice = 0;
   for (unsigned i = 0; i < N; i++) blocks[i] = malloc(SMALL);
   uintptr_t first = region_base(blocks[0]);          /* slab 0 of the class's home region */
@@ -139,7 +142,7 @@ static void test_large_guard(void) {
     CHECK(p != NULL);
     if (!p) return;
     size_t usable = malloc_usable_size(p);
-    CHECKF(usable >= n && usable - n < HAK_PAGE, "usable size %zu of %zu bytes", usable, n);
+    CHECKF(usable >= n && usable - n < page, "usable size %zu of %zu bytes", usable, n);
     memset(p, 0x5A, usable);
     CHECKF(write_in_child(p + usable - 1) == 0, "the last byte of a Large block faults");
     CHECKF(write_in_child(p + usable) == SIGSEGV, "a write past a Large block did not fault");
@@ -151,7 +154,7 @@ static void test_large_guard(void) {
 static void test_superslab_guard(void) {
   void *p = malloc(SMALL);
   uintptr_t base = region_base(p);
-  CHECKF(write_in_child((unsigned char *)(base + SS_BYTES - HAK_PAGE - 1)) == 0,
+  CHECKF(write_in_child((unsigned char *)(base + SS_BYTES - page - 1)) == 0,
          "the byte before a SuperSlab's guard page faults");
   CHECKF(write_in_child((unsigned char *)(base + SS_BYTES - 1)) == SIGSEGV,
          "a SuperSlab's last page is not a guard page");
@@ -248,6 +251,7 @@ static void test_heap_link(void) {
 }
 
 int main(int argc, char **argv) {
+  page = test_page();
   if (argc > 1 && strcmp(argv[1], "order") == 0) return print_order();
   test_delayed_reuse();
   test_carve_once();

@@ -36,7 +36,7 @@ static void test_standard_names(void) {
         unsigned char *p = hak_heap_malloc(h, n);
         CHECK(p != NULL);
         size_t usable = malloc_usable_size(p);
-        CHECKF(usable >= n && usable <= n + n / 4 + 4096, "usable %zu of %zu", usable, n);
+        CHECKF(usable >= n && usable <= n + n / 4 + test_page(), "usable %zu of %zu", usable, n);
         fill(p, n, i);
         unsigned char *q = realloc(p, n / 2 + 1 > usable / 2 ? n / 2 + 1 : usable / 2);  /* stays */
         CHECK(q == p && intact(q, n / 2 + 1, i));
