@@ -20,6 +20,8 @@ struct lock_entry {
   size_t stride;
 };
 
+struct hak_lock_set _hak_lock_set;
+
 static const struct lock_entry table[HAK_LOCK_KINDS] = {
 #define HAK_LOCK_ENTRY(id, name, first, count, stride, doc) \
   { name, doc, &(first), count, HAK_RANK_##id, stride },
