@@ -351,7 +351,7 @@ struct hak_region {
  * at 2 wakes one. Taking or leaving a lock never changes errno. */
 typedef struct {
   _Atomic int held;                  /* 0 free, 1 held, 2 held and maybe waited for */
-  uint16_t rank;                     /* from HAK_LOCKS, set by _hak_lock_init */
+  uint16_t rank;                     /* from HAK_LOCKS, set by _hak_lock_init (debug builds; 0 otherwise) */
   _Atomic uint64_t acquired;         /* written by the holder only             */
   _Atomic uint64_t contended;        /* acquisitions that found it held        */
 } hak_lock_t;
@@ -443,7 +443,7 @@ enum hak_lock_kind {
 };
 /* The counts of one entry of the table, summed over its locks. */
 struct hak_lock_counts { const char *name, *doc; uint64_t acquired, contended; };
-void _hak_lock_init(void);                          /* the ranks; first at init */
+void _hak_lock_init(void);                          /* the ranks (debug); first at init */
 void _hak_lock_counts(struct hak_lock_counts out[HAK_LOCK_KINDS]);
 void _hak_lock_fork_prepare(void);                  /* every lock, rank order   */
 void _hak_lock_fork_parent(void);
