@@ -369,7 +369,7 @@ struct hak_region {
  * at 2 wakes one. Taking or leaving a lock never changes errno. */
 typedef struct {
   _Atomic int held;                  /* 0 free, 1 held, 2 held and maybe waited for */
-  uint16_t rank;                     /* from HAK_LOCKS, set by _hak_lock_init */
+  uint16_t rank;                     /* from HAK_LOCKS, set by _hak_lock_init (debug builds; 0 otherwise) */
   _Atomic uint64_t acquired;         /* written by the holder only             */
   _Atomic uint64_t contended;        /* acquisitions that found it held        */
 } hak_lock_t;
@@ -419,19 +419,34 @@ extern struct hak_pool _hak_slab_pools[HAK_NCLS];
  * of memory: the range cache is dropped); the heap registry's lock, a pool
  * lock or the slot lock takes the metadata arena's. */
 #define HAK_LOCKS(X) \
-  X(TOTALS, "totals", _hak_stats_totals_lock, 1, 0, "stats.c: the counters of exited threads") \
-  X(HEAPS,  "heaps",  _hak_thread_heaps_lock, 1, 0, "thread.c: the registry of thread heaps") \
+  X(TOTALS, "totals", _hak_lock_set.totals, 1, 0, "stats.c: the counters of exited threads") \
+  X(HEAPS,  "heaps",  _hak_lock_set.heaps, 1, 0, "thread.c: the registry of thread heaps") \
   X(POOL,   "pool",   _hak_slab_pools[0].lock, HAK_NCLS, sizeof(struct hak_pool), \
     "slab.c: a class's shared pool, its SuperSlabs and regions (one per class)") \
-  X(SPAN,   "span",   _hak_span_lock, 1, 0, "span.c: the span heap (every refill and spill of 40 KiB to 1 MiB)") \
-  X(SLOT,   "slot",   _hak_region_slot_lock, 1, 0, "region.c: claiming a 4 GiB slot for a region") \
-  X(LARGE,  "large",  _hak_large_lock, 1, 0, "large.c: Large blocks and the range cache (every Large free, every foreign-pointer probe)") \
-  X(HEAP,   "user_heaps", _hak_heap_lock, 1, 0, "heap.c: first-class heaps' segment map, free headers and heaps, orphan segments") \
-  X(PROF,   "prof",   _hak_prof_lock, 1, 0, "prof.c: the heap profiler's sites and sampled blocks (HAKMEM_PROF only)") \
-  X(META,   "meta",   _hak_os_meta_lock, 1, 0, "os.c: the metadata arena")
-extern hak_lock_t _hak_stats_totals_lock, _hak_thread_heaps_lock, _hak_span_lock,
-                  _hak_region_slot_lock, _hak_large_lock, _hak_heap_lock, _hak_prof_lock,
-                  _hak_os_meta_lock;
+  X(SPAN,   "span",   _hak_lock_set.span, 1, 0, "span.c: the span heap (every refill and spill of 40 KiB to 1 MiB)") \
+  X(SLOT,   "slot",   _hak_lock_set.slot, 1, 0, "region.c: claiming a 4 GiB slot for a region") \
+  X(LARGE,  "large",  _hak_lock_set.large, 1, 0, "large.c: Large blocks and the range cache (every Large free, every foreign-pointer probe)") \
+  X(HEAP,   "user_heaps", _hak_lock_set.user_heaps, 1, 0, "heap.c: first-class heaps' segment map, free headers and heaps, orphan segments") \
+  X(PROF,   "prof",   _hak_lock_set.prof, 1, 0, "prof.c: the heap profiler's sites and sampled blocks (HAKMEM_PROF only)") \
+  X(META,   "meta",   _hak_lock_set.meta, 1, 0, "os.c: the metadata arena")
+/* Every lock outside a structure (the pools' lie in _hak_slab_pools), a
+ * cache line each, together on one page (the set is aligned to its size).
+ * Fork takes and frees every lock: when each lay beside its module's data,
+ * on a page of its own, parent and child each took a copy-on-write fault
+ * per page at every fork (docs/experiments.md, "Page faults"). */
+struct hak_lock_set {
+  _Alignas(HAK_CACHELINE) hak_lock_t totals;   /* stats.c                       */
+  _Alignas(HAK_CACHELINE) hak_lock_t heaps;    /* thread.c                      */
+  _Alignas(HAK_CACHELINE) hak_lock_t span;     /* span.c                        */
+  _Alignas(HAK_CACHELINE) hak_lock_t slot;     /* region.c                      */
+  _Alignas(HAK_CACHELINE) hak_lock_t large;    /* large.c                       */
+  _Alignas(HAK_CACHELINE) hak_lock_t user_heaps; /* heap.c: seg_map's leaves, free headers and heaps, orphans */
+  _Alignas(HAK_CACHELINE) hak_lock_t prof;     /* prof.c                        */
+  _Alignas(HAK_CACHELINE) hak_lock_t meta;     /* os.c                          */
+} __attribute__((aligned(8 * HAK_CACHELINE)));
+_Static_assert(sizeof(struct hak_lock_set) == 8 * HAK_CACHELINE && 8 * HAK_CACHELINE <= HAK_PAGE_MIN,
+               "the lone locks share one page");
+extern struct hak_lock_set _hak_lock_set;
 enum hak_lock_rank {
 #define HAK_LOCK_RANK(id, name, first, count, stride, doc) HAK_RANK_##id, HAK_RANK_##id##_LAST = HAK_RANK_##id + (count) - 1,
   HAK_LOCKS(HAK_LOCK_RANK)
@@ -446,7 +461,7 @@ enum hak_lock_kind {
 };
 /* The counts of one entry of the table, summed over its locks. */
 struct hak_lock_counts { const char *name, *doc; uint64_t acquired, contended; };
-void _hak_lock_init(void);                          /* the ranks; first at init */
+void _hak_lock_init(void);                          /* the ranks (debug); first at init */
 void _hak_lock_counts(struct hak_lock_counts out[HAK_LOCK_KINDS]);
 void _hak_lock_fork_prepare(void);                  /* every lock, rank order   */
 void _hak_lock_fork_parent(void);

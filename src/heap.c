@@ -93,7 +93,6 @@ struct hak_heap_s {
 
 typedef _Atomic(struct heap_seg *) seg_entry;
 static _Atomic(seg_entry *) seg_map[HAK_REGION_SLOTS];  /* leaves: metadata, never freed */
-hak_lock_t _hak_heap_lock;           /* seg_map's leaves, free headers and heaps, orphans */
 static struct heap_seg *free_segs, *orphan_segs;
 static struct hak_heap_s *free_heaps, orphans;
 static uintptr_t free_key;           /* word 1 of a free block; never a program's value */
@@ -188,7 +187,7 @@ static unsigned ncached, ndirty;
 /* A header for a mapping of bytes at base, entered in seg_map, owned by h. */
 static struct heap_seg *seg_create(struct hak_heap_s *h, size_t bytes, size_t align, bool large) {
   if (bytes == HEAP_SEG && align == HEAP_SEG && !large) {   /* Large blocks are fresh: zero */
-    hak_lock(&_hak_heap_lock);
+    hak_lock(&_hak_lock_set.user_heaps);
     struct heap_seg **from = cached_dirty ? &cached_dirty : &cached_clean, *s = *from;
     if (s) {                                 /* its seg_map entries were kept */
       *from = s->next;
@@ -197,13 +196,13 @@ static struct heap_seg *seg_create(struct hak_heap_s *h, size_t bytes, size_t al
       s->next = NULL;
       atomic_store_explicit(&s->xheap, h, memory_order_release);
     }
-    hak_unlock(&_hak_heap_lock);
+    hak_unlock(&_hak_lock_set.user_heaps);
     if (s) return s;
   }
   void *base = _hak_os_map_aligned(bytes, align);
   if (!base && hak_malloc_trim(0)) base = _hak_os_map_aligned(bytes, align);
   if (!base) return NULL;
-  hak_lock(&_hak_heap_lock);
+  hak_lock(&_hak_lock_set.user_heaps);
   struct heap_seg *s = free_segs;
   if (s) free_segs = s->next;
   else s = _hak_os_meta_alloc(sizeof *s);
@@ -217,7 +216,7 @@ static struct heap_seg *seg_create(struct hak_heap_s *h, size_t bytes, size_t al
       s = NULL;
     }
   }
-  hak_unlock(&_hak_heap_lock);
+  hak_unlock(&_hak_lock_set.user_heaps);
   if (!s) { _hak_os_unmap(base, bytes); return NULL; }
   gauge_mapped((int64_t)bytes);
   return s;
@@ -255,9 +254,9 @@ static void seg_retire(struct hak_heap_s *h, struct heap_seg *s) {
   list_unlink(seg_list(h, s), s);
   atomic_store(&s->xheap, NULL);
   heap_quiesce(h);
-  hak_lock(&_hak_heap_lock);
+  hak_lock(&_hak_lock_set.user_heaps);
   seg_unmap_locked(s);
-  hak_unlock(&_hak_heap_lock);
+  hak_unlock(&_hak_lock_set.user_heaps);
 }
 
 /* Empty segments beyond the HEAP_KEEP_EMPTY newest go back once unused for
@@ -465,12 +464,12 @@ static void owned_key_create(void) { pthread_key_create(&owned_key, heap_thread_
 HAK_API hak_heap_t *hak_heap_new(void) {
   _hak_thread_init();
   pthread_once(&owned_once, owned_key_create);
-  hak_lock(&_hak_heap_lock);
+  hak_lock(&_hak_lock_set.user_heaps);
   if (!free_key) free_key = ((uintptr_t)&free_key * 0x9E3779B97F4A7C15ull ^ _hak_os_now_ns()) | 1;
   struct hak_heap_s *h = free_heaps;
   if (h) free_heaps = h->next_owned;
   else h = _hak_os_meta_alloc(sizeof *h);
-  hak_unlock(&_hak_heap_lock);
+  hak_unlock(&_hak_lock_set.user_heaps);
   if (!h) { errno = ENOMEM; return NULL; }
   /* Not xfreeing: a remote free that read h from a segment of the heap
    * that had this header before may still add and then subtract 1 (it
@@ -493,10 +492,10 @@ static void heap_release(struct hak_heap_s *h) {
   else pthread_setspecific(owned_key, h->next_owned);
   if (h->next_owned) h->next_owned->prev_owned = h->prev_owned;
   h->magic = 0;
-  hak_lock(&_hak_heap_lock);
+  hak_lock(&_hak_lock_set.user_heaps);
   h->next_owned = free_heaps;
   free_heaps = h;
-  hak_unlock(&_hak_heap_lock);
+  hak_unlock(&_hak_lock_set.user_heaps);
 }
 
 /* Calls fn on every segment of h. */
@@ -532,21 +531,21 @@ HAK_API void hak_heap_destroy(hak_heap_t *h) {
   heap_each_seg(h, seg_detach);
   heap_quiesce(h);
   atomic_store_explicit(&h->xremote, 0, memory_order_relaxed);   /* their blocks go too */
-  hak_lock(&_hak_heap_lock);
+  hak_lock(&_hak_lock_set.user_heaps);
   heap_each_seg(h, seg_destroy);
-  hak_unlock(&_hak_heap_lock);
+  hak_unlock(&_hak_lock_set.user_heaps);
   heap_release(h);
 }
 
 HAK_API void hak_heap_delete(hak_heap_t *h) {
   if (!h) return;
   heap_check_owner(h, "hak_heap_delete");
-  hak_lock(&_hak_heap_lock);
+  hak_lock(&_hak_lock_set.user_heaps);
   heap_each_seg(h, seg_orphan);
   heap_quiesce(h);                          /* the remote frees that still saw h */
   heap_take_remote(h);
   heap_each_seg(h, seg_adopt);
-  hak_unlock(&_hak_heap_lock);
+  hak_unlock(&_hak_lock_set.user_heaps);
   heap_release(h);
 }
 
@@ -619,11 +618,11 @@ bool _hak_heap_free(void *p, const char *call) {
     struct hak_heap_s *h = atomic_load_explicit(&s->xheap, memory_order_acquire);
     if (!h) return false;                   /* destroyed, or a header being reused */
     if (h == &orphans) {
-      hak_lock(&_hak_heap_lock);
+      hak_lock(&_hak_lock_set.user_heaps);
       bool ours = atomic_load_explicit(&s->xheap, memory_order_relaxed) == &orphans &&
                   seg_block_out(s, p, call);
       if (ours) seg_free(&orphans, s, p);
-      hak_unlock(&_hak_heap_lock);
+      hak_unlock(&_hak_lock_set.user_heaps);
       return ours;                          /* else detached, or not a block */
     }
     if (h->owner == (const void *)&_hak_thread_tls) {

@@ -32,7 +32,6 @@ struct large_entry { uintptr_t addr; size_t bytes; size_t dirty; uint32_t freed_
 #define HAK_LARGE_GUARD (HAK_HARDENED ? _hak_os_page : 0)
 
 /* Live blocks: open addressing, linear probing, backward-shift deletion. */
-hak_lock_t _hak_large_lock;
 static struct large_entry *table;
 static size_t table_cap, table_count, live_bytes;
 
@@ -236,12 +235,12 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   bytes += HAK_LARGE_GUARD;
   struct large_entry e = { 0, 0, 0, 0 }, parts[HAK_LARGE_CACHE_SLOTS];
   unsigned nparts = 0;
-  hak_lock(&_hak_large_lock);
+  hak_lock(&_hak_lock_set.large);
   int i = cache_best_fit(bytes, align);
   bool cached = i >= 0;
   if (cached) e = cache_cut((unsigned)i, bytes);
   else if (align == page) nparts = cache_take_largest(bytes, parts);
-  hak_unlock(&_hak_large_lock);
+  hak_unlock(&_hak_lock_set.large);
   size_t reused = cached ? bytes : 0;
   for (unsigned k = 0; k < nparts; k++) reused += parts[k].bytes;
   if (!cached) e = large_map(bytes, align, parts, nparts);
@@ -249,10 +248,10 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_reused, (int64_t)reused, memory_order_relaxed);
   if (zero) memset((void *)e.addr, 0, min_size(n, e.dirty));   /* past dirty the pages read 0 */
   if (HAK_LARGE_GUARD) (void)_hak_guard_pages((void *)(e.addr + e.bytes - HAK_LARGE_GUARD), HAK_LARGE_GUARD, true);
-  hak_lock(&_hak_large_lock);
+  hak_lock(&_hak_lock_set.large);
   bool ok = table_insert(e.addr, e.bytes);
   taken_bytes += ok ? e.bytes : 0;
-  hak_unlock(&_hak_large_lock);
+  hak_unlock(&_hak_lock_set.large);
   if (!ok) { unmap_block(e.addr, e.bytes); errno = ENOMEM; return NULL; }
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, (int64_t)e.bytes);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_large, &_hak_stats_gauges.bytes_large_peak, (int64_t)e.bytes);
@@ -265,12 +264,12 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
  * double free. Returns false when p is not a Large block at all. */
 bool _hak_large_free(void *p, const char *call) {
   uintptr_t a = (uintptr_t)p;
-  hak_lock(&_hak_large_lock);
+  hak_lock(&_hak_lock_set.large);
   struct large_entry *e = table_find(a);
   if (!e) {
     int i = cache_find_at(a, 0);                  /* freed, and still cached */
     size_t bytes = i >= 0 ? cache[i].bytes : 0;
-    hak_unlock(&_hak_large_lock);
+    hak_unlock(&_hak_lock_set.large);
     if (i >= 0) _hak_guard_double_free(p, call, bytes);
     return false;
   }
@@ -278,7 +277,7 @@ bool _hak_large_free(void *p, const char *call) {
   table_remove(e);
   if (HAK_LARGE_GUARD) (void)_hak_guard_pages((void *)(a + bytes - HAK_LARGE_GUARD), HAK_LARGE_GUARD, false);
   cache_put(a, bytes, dirty);
-  hak_unlock(&_hak_large_lock);
+  hak_unlock(&_hak_lock_set.large);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, -(int64_t)bytes);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_large, &_hak_stats_gauges.bytes_large_peak, -(int64_t)bytes);
   struct hak_stats *st = thread_stats();
@@ -287,10 +286,10 @@ bool _hak_large_free(void *p, const char *call) {
 }
 
 size_t _hak_large_usable(const void *p) {
-  hak_lock(&_hak_large_lock);
+  hak_lock(&_hak_lock_set.large);
   struct large_entry *e = table_find((uintptr_t)p);
   size_t bytes = e ? e->bytes - HAK_LARGE_GUARD : 0;
-  hak_unlock(&_hak_large_lock);
+  hak_unlock(&_hak_lock_set.large);
   return bytes;
 }
 
@@ -310,7 +309,7 @@ void *_hak_large_realloc(void *p, size_t n) {
   if (HAK_LARGE_GUARD) return NULL;               /* the guard page stays where it is: move */
   size_t page = _hak_os_page, bytes = (n + page - 1) & ~(page - 1);
   if (bytes < n || bytes > PTRDIFF_MAX) return NULL;
-  hak_lock(&_hak_large_lock);
+  hak_lock(&_hak_lock_set.large);
   struct large_entry *e = table_find((uintptr_t)p);
   size_t old = e->bytes, dirty = e->dirty;
   void *q = p;
@@ -328,7 +327,7 @@ void *_hak_large_realloc(void *p, size_t n) {
       table_insert((uintptr_t)q, bytes);   /* cannot fail: a slot was just freed */
     }
   }
-  hak_unlock(&_hak_large_lock);
+  hak_unlock(&_hak_lock_set.large);
   if (!q) return NULL;
   int64_t delta = (int64_t)bytes - (int64_t)old;
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, delta);
@@ -341,7 +340,7 @@ void *_hak_large_realloc(void *p, size_t n) {
 /* The live Large block that contains a (for diagnostics: a scan). */
 bool _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
   bool found = false;
-  hak_lock(&_hak_large_lock);
+  hak_lock(&_hak_lock_set.large);
   for (size_t i = 0; i < table_cap && !found; i++) {
     if (table[i].addr && a - table[i].addr < table[i].bytes) {
       *start = table[i].addr;
@@ -349,7 +348,7 @@ bool _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
       found = true;
     }
   }
-  hak_unlock(&_hak_large_lock);
+  hak_unlock(&_hak_lock_set.large);
   return found;
 }
 
@@ -364,7 +363,7 @@ bool _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
  * the next pass expires them. */
 size_t _hak_large_expire(uint32_t now_ms, uint32_t delay_ms) {
   size_t released = 0;
-  hak_lock(&_hak_large_lock);
+  hak_lock(&_hak_lock_set.large);
   size_t keep = taken_bytes;
   taken_bytes = 0;
   for (unsigned i = cache_count; i-- > 0; ) {      /* newest first; a cut moves only those after i */
@@ -374,18 +373,18 @@ size_t _hak_large_expire(uint32_t now_ms, uint32_t delay_ms) {
     unmap_block(r.addr, r.bytes);
     released += r.bytes;
   }
-  hak_unlock(&_hak_large_lock);
+  hak_unlock(&_hak_lock_set.large);
   return released;
 }
 
 /* Unmaps every cached range; returns the bytes released. */
 size_t _hak_large_trim(void) {
-  hak_lock(&_hak_large_lock);
+  hak_lock(&_hak_lock_set.large);
   size_t released = cache_bytes;
   while (cache_count) {
     struct large_entry r = cache_cut(0, cache[0].bytes);
     unmap_block(r.addr, r.bytes);
   }
-  hak_unlock(&_hak_large_lock);
+  hak_unlock(&_hak_lock_set.large);
   return released;
 }

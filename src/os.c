@@ -310,7 +310,6 @@ uint64_t _hak_os_now_ns(void) {
 
 /* ---- metadata arena: bump allocation from 1 MiB chunks ------------------ */
 #define HAK_META_CHUNK (1u << 20)
-hak_lock_t _hak_os_meta_lock;
 static char *meta_cur, *meta_end;
 
 /* A memory checker neither checks nor scans metadata (track.h). */
@@ -326,15 +325,15 @@ void *_hak_os_meta_alloc(size_t bytes) {
     size_t rounded = (bytes + HAK_PAGE_MIN - 1) & ~(size_t)(HAK_PAGE_MIN - 1);   /* a table: any page */
     return meta_map(rounded);
   }
-  hak_lock(&_hak_os_meta_lock);
+  hak_lock(&_hak_lock_set.meta);
   if ((size_t)(meta_end - meta_cur) < bytes) {
     char *chunk = meta_map(HAK_META_CHUNK);
-    if (!chunk) { hak_unlock(&_hak_os_meta_lock); return NULL; }
+    if (!chunk) { hak_unlock(&_hak_lock_set.meta); return NULL; }
     meta_cur = chunk;
     meta_end = chunk + HAK_META_CHUNK;
   }
   void *p = meta_cur;
   meta_cur += bytes;
-  hak_unlock(&_hak_os_meta_lock);
+  hak_unlock(&_hak_lock_set.meta);
   return p;
 }

@@ -42,7 +42,6 @@
 _Static_assert(SIGUSR1 == 10 && SIGUSR2 == 12 && SIGPROF == 27, "HAK_SIGNAL_NAMES is in Linux's signal order");
 
 int _hak_prof_mode;                           /* enum hak_prof_mode, set at init */
-hak_lock_t _hak_prof_lock;
 
 #define PROF_DEPTH     48                     /* frames kept per stack         */
 #define PROF_WALK      (PROF_DEPTH + 8)       /* frames walked (hakmem's own dropped) */
@@ -233,7 +232,7 @@ static void record(void *p, size_t n, size_t bytes) {
   double prob = interval <= 1.0 ? 1.0 : 1.0 - exp_neg(-(double)bytes / interval);
   if (prob <= 0.0) prob = 1.0;
   double est_count = 1.0 / prob, est_bytes = (double)n / prob;
-  hak_lock(&_hak_prof_lock);
+  hak_lock(&_hak_lock_set.prof);
   long id = site_of(frames, depth ? depth : 1);
   if (id >= 0 && ((blocks_count + 1) * 2 <= blocks_cap || blocks_grow())) {
     struct prof_site *s = &sites[id];
@@ -245,7 +244,7 @@ static void record(void *p, size_t n, size_t bytes) {
     blocks[i] = (struct prof_block){ (uintptr_t)p, (uint32_t)id, n, est_bytes, est_count };
     blocks_count++;
   }
-  hak_unlock(&_hak_prof_lock);
+  hak_unlock(&_hak_lock_set.prof);
 }
 
 static void dump_numbered(void);
@@ -313,16 +312,16 @@ void _hak_prof_refund(size_t bytes) {
 void _hak_prof_free(void *p) {
   poll_dump();
   if (!__atomic_load_n(&blocks_count, __ATOMIC_RELAXED)) return;   /* a hint: no sample live */
-  hak_lock(&_hak_prof_lock);
+  hak_lock(&_hak_lock_set.prof);
   struct prof_block *e = block_find((uintptr_t)p);
   if (e) block_remove(e);
-  hak_unlock(&_hak_prof_lock);
+  hak_unlock(&_hak_lock_set.prof);
 }
 
 /* A Large block moved by realloc from p to q (n bytes now): a sample keeps
  * its site and estimates at its new address. */
 void _hak_prof_moved(void *p, void *q) {
-  hak_lock(&_hak_prof_lock);
+  hak_lock(&_hak_lock_set.prof);
   struct prof_block *e = block_find((uintptr_t)p);
   if (e) {
     struct prof_block b = *e;
@@ -333,7 +332,7 @@ void _hak_prof_moved(void *p, void *q) {
     blocks[i] = b;
     blocks_count++;
   }
-  hak_unlock(&_hak_prof_lock);
+  hak_unlock(&_hak_lock_set.prof);
 }
 
 /* ---- dumps ------------------------------------------------------------------- */
@@ -398,7 +397,7 @@ static int dump_to(const char *path) {
   struct out o = { .fd = fd };
   out_printf(&o, "hakmem-prof 1\nsample_bytes %llu\npid %d\n", rounded(interval), (int)getpid());
   out_printf(&o, "# site live_bytes live_count total_bytes total_count live_samples samples frames...\n");
-  hak_lock(&_hak_prof_lock);
+  hak_lock(&_hak_lock_set.prof);
   sum_live();
   for (size_t id = 0; id < sites_count; id++) {
     const struct prof_site *s = &sites[id];
@@ -408,7 +407,7 @@ static int dump_to(const char *path) {
     for (unsigned k = 0; k < s->depth; k++) out_printf(&o, " %p", s->frames[k]);
     out_printf(&o, "\n");
   }
-  hak_unlock(&_hak_prof_lock);
+  hak_unlock(&_hak_lock_set.prof);
   out_printf(&o, "maps\n");
   copy_maps(&o);
   out_flush(&o);
@@ -498,9 +497,9 @@ static void leak_report(void) {
   static struct prof_site top[PROF_LEAK_SITES];
   double bytes, count;
   size_t leaking;
-  hak_lock(&_hak_prof_lock);
+  hak_lock(&_hak_lock_set.prof);
   unsigned shown = top_leaks(top, &bytes, &count, &leaking);
-  hak_unlock(&_hak_prof_lock);
+  hak_unlock(&_hak_lock_set.prof);
   struct out o = { .fd = 2 };
   out_printf(&o, "hakmem: leak report: %zu site%s with live sampled blocks at exit, ~%llu bytes in ~%llu blocks (estimated, 1 sample per %llu bytes)\n",
              leaking, leaking == 1 ? "" : "s", rounded(bytes), rounded(count), rounded(interval));

@@ -27,7 +27,6 @@ struct hak_map _hak_region_map;
 #define HAK_FIRST_OTHER     HAK_FIRST_SLOT
 #endif
 #define HAK_SLOT_TRIES      256u
-hak_lock_t _hak_region_slot_lock;
 static unsigned next_slot = HAK_FIRST_OTHER;
 
 /* Bytes of r mapped so far, from its base. */
@@ -127,7 +126,7 @@ static struct hak_region *region_open(unsigned cls) {
   uint32_t ss_cap = (uint32_t)(HAK_REGION_BYTES / k->ss_bytes);
   struct hak_region *r = _hak_os_meta_alloc(sizeof *r);
   if (!r) return NULL;                         /* arena memory is not returned */
-  hak_lock(&_hak_region_slot_lock);
+  hak_lock(&_hak_lock_set.slot);
   for (unsigned tries = 0; tries < HAK_SLOT_TRIES; tries++) {
     unsigned slot = tries == 0 ? HAK_HOME_BASE + HAK_FRONT(cls) : next_slot++;
     if (slot >= HAK_REGION_SLOTS) break;
@@ -143,7 +142,7 @@ static struct hak_region *region_open(unsigned cls) {
       HAK_ASSERT(slot >= HAK_FIRST_SLOT || slot == HAK_HOME_BASE + HAK_FRONT(cls));
       __atomic_store_n(&_hak_region_map.magic[slot], k->magic, __ATOMIC_RELEASE);
       map_publish_end(r, k);
-      hak_unlock(&_hak_region_slot_lock);
+      hak_unlock(&_hak_lock_set.slot);
       r->next = _hak_slab_pools[cls].regions;
       _hak_slab_pools[cls].regions = r;
       return r;
@@ -157,7 +156,7 @@ static struct hak_region *region_open(unsigned cls) {
     }
     if (errno != EEXIST) break;                /* out of memory: give up now */
   }
-  hak_unlock(&_hak_region_slot_lock);
+  hak_unlock(&_hak_lock_set.slot);
   return NULL;
 }
 

@@ -60,7 +60,6 @@ struct span_page {
 /* The heap's first page: the start of its slot, fixed at build time. */
 #define SPAN_BASE ((uintptr_t)HAK_SPAN_SLOT << HAK_REGION_SHIFT)
 
-hak_lock_t _hak_span_lock;
 static struct {
   _Atomic bool opened;
   struct span_page *page;   /* the page table (SPAN_TABLE)                  */
@@ -331,11 +330,11 @@ unsigned _hak_span_take(unsigned c, unsigned max, void **chain) {
   uint32_t runs[SPAN_BATCH_MAX], pages = class_pages(c);
   unsigned got = 0;
   if (max > SPAN_BATCH_MAX) max = SPAN_BATCH_MAX;
-  hak_lock(&_hak_span_lock);
+  hak_lock(&_hak_lock_set.span);
   span_open();
   while (got < max && (runs[got] = run_alloc(pages, c)) != SPAN_NONE) got++;
   span_check();
-  hak_unlock(&_hak_span_lock);
+  hak_unlock(&_hak_lock_set.span);
   void *list = NULL;
   for (unsigned k = got; k-- > 0; ) {         /* outside the lock: fresh pages fault in here */
     void **b = (void **)block_at(runs[k]);
@@ -357,7 +356,7 @@ unsigned _hak_span_take(unsigned c, unsigned max, void **chain) {
 void _hak_span_return(unsigned c, void *chain) {
   int64_t n = 0;
   uint32_t now = _hak_os_now_ms();
-  hak_lock(&_hak_span_lock);
+  hak_lock(&_hak_lock_set.span);
   for (void **b = chain, **next; b; b = next, n++) {
     next = hak_link_next(b, c);
     b[1] = NULL;
@@ -366,7 +365,7 @@ void _hak_span_return(unsigned c, void *chain) {
     run_free(i, now);
   }
   span_check();
-  hak_unlock(&_hak_span_lock);
+  hak_unlock(&_hak_lock_set.span);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, -n * _hak_classes[c].size);
 }
 
@@ -454,7 +453,7 @@ static void span_unmap_top(void) {
 size_t _hak_span_purge(const struct hak_purge_policy *pp) {
   if (!atomic_load_explicit(&span.opened, memory_order_acquire)) return 0;
   size_t released = 0;
-  hak_lock(&_hak_span_lock);
+  hak_lock(&_hak_lock_set.span);
   uint64_t keep = pp->force ? 0 : span.taken;
   span.taken = 0;
   for (unsigned b = 1; b <= SPAN_BUCKETS; b++)          /* bucket 0 (the longest) last */
@@ -475,14 +474,14 @@ size_t _hak_span_purge(const struct hak_purge_policy *pp) {
     }
   span_unmap_top();
   span_check();
-  hak_unlock(&_hak_span_lock);
+  hak_unlock(&_hak_lock_set.span);
   return released;
 }
 
 void _hak_span_stats(struct hak_span_stats *out) {
   memset(out, 0, sizeof *out);
   if (!atomic_load_explicit(&span.opened, memory_order_acquire)) return;
-  hak_lock(&_hak_span_lock);
+  hak_lock(&_hak_lock_set.span);
   out->run_bytes = (uint64_t)atomic_load_explicit(&span.top, memory_order_relaxed) << HAK_SPAN_PAGE_SHIFT;
   out->mapped_bytes = (uint64_t)span.mapped << HAK_SPAN_PAGE_SHIFT;
   for (unsigned b = 0; b < SPAN_BUCKETS; b++)
@@ -492,5 +491,5 @@ void _hak_span_stats(struct hak_span_stats *out) {
       out->free_bytes += bytes;
       if (span.page[i].dirty) out->dirty_bytes += bytes;
     }
-  hak_unlock(&_hak_span_lock);
+  hak_unlock(&_hak_lock_set.span);
 }

@@ -13,7 +13,6 @@
 
 struct hak_gauges _hak_stats_gauges;
 static struct hak_stats totals;
-hak_lock_t _hak_stats_totals_lock;
 
 static const char *const ss_state_names[HAK_SS_NSTATES] = { "hot", "draining", "empty" };
 
@@ -34,9 +33,9 @@ static void stats_add(struct hak_stats *dst, const struct hak_stats *src) {
 }
 
 void _hak_stats_merge_heap(struct hak_heap *h) {
-  hak_lock(&_hak_stats_totals_lock);
+  hak_lock(&_hak_lock_set.totals);
   stats_add(&totals, &h->stats);
-  hak_unlock(&_hak_stats_totals_lock);
+  hak_unlock(&_hak_lock_set.totals);
   memset(&h->stats, 0, sizeof h->stats);
 }
 
@@ -45,9 +44,9 @@ static void add_live_heap(struct hak_heap *h, void *arg) { stats_add(arg, &h->st
 /* Totals so far: exited threads plus live heaps (read without stopping
  * their threads: a report, not an invariant). */
 static void stats_snapshot(struct hak_stats *out) {
-  hak_lock(&_hak_stats_totals_lock);
+  hak_lock(&_hak_lock_set.totals);
   *out = totals;
-  hak_unlock(&_hak_stats_totals_lock);
+  hak_unlock(&_hak_lock_set.totals);
   _hak_thread_visit_heaps(add_live_heap, out);
 }
 

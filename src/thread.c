@@ -15,7 +15,6 @@ uint64_t _hak_thread_free_key;
 
 static pthread_key_t heap_key;
 static _Atomic int init_state;                 /* 0 no, 1 running, 2 done */
-hak_lock_t _hak_thread_heaps_lock;
 static struct hak_heap *heaps_all, *heaps_free;
 static _Atomic unsigned heaps_live;            /* threads with a heap now */
 
@@ -83,7 +82,7 @@ __attribute__((destructor)) static void hak_shutdown(void) {
 
 static struct hak_heap *heap_create(void) {
   _hak_thread_init();
-  hak_lock(&_hak_thread_heaps_lock);
+  hak_lock(&_hak_lock_set.heaps);
   struct hak_heap *h = heaps_free;
   if (h) {
     heaps_free = h->next_free;
@@ -92,7 +91,7 @@ static struct hak_heap *heap_create(void) {
     heaps_all = h;
   }
   if (h) { h->live = true; atomic_fetch_add_explicit(&heaps_live, 1, memory_order_relaxed); }
-  hak_unlock(&_hak_thread_heaps_lock);
+  hak_unlock(&_hak_lock_set.heaps);
   if (!h) return NULL;
   _hak_front_heap_init(h);
   _hak_thread_tls.heap = h;
@@ -127,18 +126,18 @@ static void thread_exit(void *arg) {
   _hak_stats_merge_heap(h);
   _hak_thread_tls.heap = NULL;
   _hak_thread_tls.exited = true;
-  hak_lock(&_hak_thread_heaps_lock);
+  hak_lock(&_hak_lock_set.heaps);
   h->live = false;
   atomic_fetch_sub_explicit(&heaps_live, 1, memory_order_relaxed);
   h->next_free = heaps_free;
   heaps_free = h;
-  hak_unlock(&_hak_thread_heaps_lock);
+  hak_unlock(&_hak_lock_set.heaps);
   hak_track_leave();
 }
 
 void _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg) {
-  hak_lock(&_hak_thread_heaps_lock);
+  hak_lock(&_hak_lock_set.heaps);
   for (struct hak_heap *h = heaps_all; h; h = h->next_all)
     if (h->live) fn(h, arg);
-  hak_unlock(&_hak_thread_heaps_lock);
+  hak_unlock(&_hak_lock_set.heaps);
 }

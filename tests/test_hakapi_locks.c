@@ -1,4 +1,5 @@
-/* The lock table: ranks follow the table's order, one per lock; each lock
+/* The lock table: ranks follow the table's order, one per lock (debug
+ * builds; the others leave them 0); the lone locks share a page; each lock
  * counts its acquisitions and the ones that had to wait; fork leaves every
  * lock free in the child; and in debug builds taking a lock of lower rank
  * than one held aborts with a line naming both; a lock another thread
@@ -34,25 +35,33 @@ int main(void)
 {
     hak_free(hak_malloc(1));             /* initializes hakmem (and the ranks) */
     hak_free(hak_malloc(64));
-    /* Ranks: table order, one per lock. */
-    CHECK(_hak_stats_totals_lock.rank == HAK_RANK_TOTALS);
-    CHECK(_hak_thread_heaps_lock.rank == HAK_RANK_HEAPS);
-    for (unsigned c = 0; c < HAK_NCLS; c++) CHECK(pool_lock(c)->rank == HAK_RANK_POOL + c);
-    CHECK(_hak_span_lock.rank == HAK_RANK_POOL + HAK_NCLS);
-    CHECK(_hak_region_slot_lock.rank > _hak_span_lock.rank);
-    CHECK(_hak_large_lock.rank > _hak_region_slot_lock.rank);
-    CHECK(_hak_os_meta_lock.rank == HAK_RANK_COUNT - 1);
+    /* Ranks: table order, one per lock, in debug builds (their order check
+     * reads them); the others write none, leaving the pools' pages alone
+     * until a pool is used. */
+    if (HAK_DEBUG) {
+        CHECK(_hak_lock_set.totals.rank == HAK_RANK_TOTALS);
+        CHECK(_hak_lock_set.heaps.rank == HAK_RANK_HEAPS);
+        for (unsigned c = 0; c < HAK_NCLS; c++) CHECK(pool_lock(c)->rank == HAK_RANK_POOL + c);
+        CHECK(_hak_lock_set.span.rank == HAK_RANK_POOL + HAK_NCLS);
+        CHECK(_hak_lock_set.slot.rank > _hak_lock_set.span.rank);
+        CHECK(_hak_lock_set.large.rank > _hak_lock_set.slot.rank);
+        CHECK(_hak_lock_set.meta.rank == HAK_RANK_COUNT - 1);
+    } else {
+        CHECK(_hak_lock_set.meta.rank == 0 && pool_lock(HAK_NCLS - 1)->rank == 0);
+    }
+    /* The lone locks share a page (fork writes every lock). */
+    CHECK((uintptr_t)&_hak_lock_set.totals / 4096 == (uintptr_t)&_hak_lock_set.meta / 4096);
 
     /* Counts: one acquisition each; a wait is contended. */
     uint64_t acquired = counts_of("large", 0), contended = counts_of("large", 1);
-    hak_lock(&_hak_large_lock);
-    hak_unlock(&_hak_large_lock);
+    hak_lock(&_hak_lock_set.large);
+    hak_unlock(&_hak_lock_set.large);
     CHECK(counts_of("large", 0) == acquired + 1);
     pthread_t t;
-    pthread_create(&t, NULL, hold_then_release, &_hak_large_lock);
-    while (atomic_load(&_hak_large_lock.held) == 0) sched_yield();
-    hak_lock(&_hak_large_lock);
-    hak_unlock(&_hak_large_lock);
+    pthread_create(&t, NULL, hold_then_release, &_hak_lock_set.large);
+    while (atomic_load(&_hak_lock_set.large.held) == 0) sched_yield();
+    hak_lock(&_hak_lock_set.large);
+    hak_unlock(&_hak_lock_set.large);
     pthread_join(t, NULL);
     CHECK(counts_of("large", 0) == acquired + 3);
     CHECK(counts_of("large", 1) == contended + 1);
@@ -61,12 +70,12 @@ int main(void)
     pid_t pid = fork();
     if (pid == 0) {
         alarm(10);
-        hak_lock(&_hak_stats_totals_lock);
+        hak_lock(&_hak_lock_set.totals);
         hak_lock(pool_lock(3));
-        hak_lock(&_hak_large_lock);
-        hak_unlock(&_hak_large_lock);
+        hak_lock(&_hak_lock_set.large);
+        hak_unlock(&_hak_lock_set.large);
         hak_unlock(pool_lock(3));
-        hak_unlock(&_hak_stats_totals_lock);
+        hak_unlock(&_hak_lock_set.totals);
         hak_free(hak_malloc(100));
         _exit(0);
     }
@@ -78,8 +87,8 @@ int main(void)
      * fork waits for it, and the child finds it free. (Before the table,
      * the counters' and the slot lock were not taken by fork: a child
      * inherited them held and hung on its next thread exit or region.) */
-    hak_lock_t *locks[] = { &_hak_stats_totals_lock, &_hak_thread_heaps_lock, pool_lock(5),
-                            &_hak_span_lock, &_hak_region_slot_lock, &_hak_large_lock, &_hak_os_meta_lock };
+    hak_lock_t *locks[] = { &_hak_lock_set.totals, &_hak_lock_set.heaps, pool_lock(5),
+                            &_hak_lock_set.span, &_hak_lock_set.slot, &_hak_lock_set.large, &_hak_lock_set.meta };
     pthread_attr_t detached;             /* not joined: the child would count it a leak (TSan) */
     pthread_attr_init(&detached);
     pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
@@ -101,10 +110,10 @@ int main(void)
     pid = fork();
     if (pid == 0) {
         alarm(10);
-        hak_lock(&_hak_large_lock);
+        hak_lock(&_hak_lock_set.large);
         hak_lock(pool_lock(0));
         hak_unlock(pool_lock(0));
-        hak_unlock(&_hak_large_lock);
+        hak_unlock(&_hak_lock_set.large);
         _exit(0);
     }
     waitpid(pid, &status, 0);
