@@ -305,7 +305,7 @@ HAK_API void *hak_valloc(size_t n) {
 
 HAK_API void *hak_pvalloc(size_t n) {
   _hak_thread_init();
-  size_t page = _hak_os_page, rounded = (n + page - 1) & ~(page - 1);
+  size_t page = _hak_os_page, rounded = hak_page_up(n);
   if (rounded < n) { errno = ENOMEM; return NULL; }
   return aligned_alloc_pow2(page, rounded ? rounded : page);
 }

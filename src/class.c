@@ -145,8 +145,8 @@ void _hak_class_table_init(void) {
  * uses. The entries on the pages at its ends, shared with other data,
  * stay. */
 void _hak_class_table_release(void) {
-  uintptr_t page = _hak_os_page, from = (uintptr_t)_hak_class_front_of_size;
-  uintptr_t a = (from + page - 1) & ~(page - 1), b = (from + sizeof _hak_class_front_of_size) & ~(page - 1);
+  uintptr_t from = (uintptr_t)_hak_class_front_of_size;
+  uintptr_t a = hak_page_up(from), b = hak_page_down(from + sizeof _hak_class_front_of_size);
   if (!size_table_whole) _hak_os_zero((void *)a, b - a);
 }
 

@@ -127,6 +127,10 @@
 #define HAK_PAGE_MIN     4096u
 #define HAK_PAGE_MAX     65536u
 extern size_t _hak_os_page;            /* os.c: the OS page, set at init */
+/* x rounded up / down to the OS page (up wraps to 0 past SIZE_MAX: callers
+ * of sizes check the result against x). */
+static inline uintptr_t hak_page_up(uintptr_t x) { return (x + _hak_os_page - 1) & ~(uintptr_t)(_hak_os_page - 1); }
+static inline uintptr_t hak_page_down(uintptr_t x) { return x & ~(uintptr_t)(_hak_os_page - 1); }
 
 enum hak_tier { HAK_TIER_TINY, HAK_TIER_L2, HAK_TIER_L25, HAK_TIER_LARGE };
 

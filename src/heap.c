@@ -439,7 +439,7 @@ static void *class_alloc(struct hak_heap_s *h, unsigned c) {
  * a mapping of 0 bytes would be no mapping at all, with no seg_map entry,
  * and its address would read as not hakmem's (as in large.c). */
 static void *large_alloc(struct hak_heap_s *h, size_t n, size_t align) {
-  size_t page = _hak_os_page, bytes = n ? (n + page - 1) & ~(page - 1) : page;
+  size_t bytes = n ? hak_page_up(n) : _hak_os_page;
   if (n > PTRDIFF_MAX || bytes < n) { errno = ENOMEM; return NULL; }
   struct heap_seg *s = seg_create(h, bytes, align, true);
   if (!s) { errno = ENOMEM; return NULL; }

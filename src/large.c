@@ -230,7 +230,7 @@ static struct large_entry large_map(size_t bytes, size_t align, const struct lar
 void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   size_t page = _hak_os_page;
   if (align < page) align = page;
-  size_t bytes = n ? (n + page - 1) & ~(page - 1) : page;
+  size_t bytes = n ? hak_page_up(n) : page;
   if (bytes < n || bytes + HAK_LARGE_GUARD > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   bytes += HAK_LARGE_GUARD;
   struct large_entry e = { 0, 0, 0, 0 }, parts[HAK_LARGE_CACHE_SLOTS];
@@ -307,7 +307,7 @@ static void resize_in_place(struct large_entry *e, size_t bytes) {
  * NULL: the caller moves the block itself (allocate, copy, free). */
 void *_hak_large_realloc(void *p, size_t n) {
   if (HAK_LARGE_GUARD) return NULL;               /* the guard page stays where it is: move */
-  size_t page = _hak_os_page, bytes = (n + page - 1) & ~(page - 1);
+  size_t page = _hak_os_page, bytes = hak_page_up(n);
   if (bytes < n || bytes > PTRDIFF_MAX) return NULL;
   hak_lock(&_hak_lock_set.large);
   struct large_entry *e = table_find((uintptr_t)p);

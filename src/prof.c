@@ -263,7 +263,7 @@ void *_hak_prof_alloc(size_t n, size_t align, bool zero) {
   poll_dump();
   struct hak_prof_thread *t = prof_thread();
   if (!t) return NULL;
-  size_t bytes = n > HAK_MID_MAX ? (n + _hak_os_page - 1) & ~(_hak_os_page - 1)
+  size_t bytes = n > HAK_MID_MAX ? hak_page_up(n)
                                  : _hak_classes[_hak_class_of_size(n)].size;
   t->left -= (int64_t)bytes;
   if (t->left >= 0) return NULL;

@@ -315,8 +315,7 @@ static void span_check(void) {
 
 /* The span pages of a block of class c: whole OS pages. */
 static uint32_t class_pages(unsigned c) {
-  size_t page = _hak_os_page;
-  return (uint32_t)(((_hak_classes[c].size + page - 1) & ~(page - 1)) >> HAK_SPAN_PAGE_SHIFT);
+  return (uint32_t)(hak_page_up(_hak_classes[c].size) >> HAK_SPAN_PAGE_SHIFT);
 }
 
 static uintptr_t block_at(uint32_t i) {
@@ -413,9 +412,7 @@ bool _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
  * end (the entries past to are unused: 0) but not past end, the table's
  * end, back to the OS. */
 static void purge_entries(const void *from, const void *to, const void *end) {
-  uintptr_t page = _hak_os_page;
-  uintptr_t a = ((uintptr_t)from + page - 1) & ~(page - 1);
-  uintptr_t b = ((uintptr_t)to + page - 1) & ~(page - 1), most = (uintptr_t)end & ~(page - 1);
+  uintptr_t a = hak_page_up((uintptr_t)from), b = hak_page_up((uintptr_t)to), most = hak_page_down((uintptr_t)end);
   if (b > most) b = most;
   if (b > a) _hak_os_zero((void *)a, b - a);
 }

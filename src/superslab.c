@@ -173,9 +173,7 @@ static size_t purge_superslab(struct hak_superslab *ss, const struct hak_purge_p
       else if (s->state != HAK_SLAB_FREE || s->dirty) break;
     }
     if (!due) continue;
-    uintptr_t page = _hak_os_page;
-    uintptr_t from = (ss->slabs[i].start + page - 1) & ~(page - 1);
-    uintptr_t to = (ss->slabs[j - 1].start + k->slab_bytes) & ~(page - 1);
+    uintptr_t from = hak_page_up(ss->slabs[i].start), to = hak_page_down(ss->slabs[j - 1].start + k->slab_bytes);
     if (to > from) _hak_os_purge((void *)from, to - from);
     for (unsigned x = i; x < j; x++) {
       if (ss->slabs[x].dirty) released += k->slab_bytes;
