@@ -120,8 +120,9 @@
  * the span heap's runs and page table) is HAK_PAGE_MAX aligned; tables in
  * the library's own data (the size table, the span heap's front table) give
  * back the whole OS pages inside them (a 64 KiB alignment there put them in
- * a segment of their own, where Valgrind read no symbols). What must be a constant stays one, in units of HAK_PAGE_MIN, and holds
- * for every OS page from HAK_PAGE_MIN to HAK_PAGE_MAX: class sizes and
+ * a segment of their own, where Valgrind read no symbols). What must be a
+ * constant stays one, in units of HAK_PAGE_MIN, and holds for every OS page
+ * from HAK_PAGE_MIN to HAK_PAGE_MAX: class sizes and
  * their color pad, carve colors, the size table's fill unit, the span
  * heap's page table (span.c: its runs are whole OS pages). */
 #define HAK_PAGE_MIN     4096u
