@@ -1,8 +1,8 @@
 /* large.c — Large blocks (> 1 MiB, or alignments no class can give): one
  * mapping per block, whole OS pages at an OS page boundary, its metadata
- * out of band in a hash table
- * keyed by the block address (the ownership map of this tier: O(1), never
- * touching the block). Freed blocks stay resident in a cache of page ranges
+ * out of band in a hash table keyed by the block address (the ownership
+ * map of this tier: O(1), never touching the block). Freed blocks stay
+ * resident in a cache of page ranges
  * bounded in bytes by the larger of HAKMEM_LARGE_CACHE_MB and
  * HAKMEM_LARGE_CACHE_LIVE_PCT of the live Large bytes, so a program that
  * keeps more in big buffers may keep more for their replacements; what is
