@@ -163,19 +163,35 @@ static bool on_this_stack(uintptr_t a) {
   return a + 65536 >= sp && a < sp + (8u << 20);
 }
 
+/* Copies the 16 bytes at a into out through a pipe: the kernel's copy
+ * fails with EFAULT where a load would fault. Another thread may unmap what
+ * /proc/self/maps showed a moment ago (a heap destroyed while a late free of
+ * its block is judged here), so the probe below never loads it directly. */
+static bool copy_if_mapped(uintptr_t a, uint64_t out[2]) {
+  int fd[2];
+  if (pipe2(fd, O_CLOEXEC) != 0) return false;
+  bool ok = write(fd[1], (const void *)a, 16) == 16 && read(fd[0], out, 16) == 16;
+  close(fd[0]);
+  close(fd[1]);
+  return ok;
+}
+
 /* Is a a block of the C library's malloc? Its chunk header is checked for
  * the shape glibc gives it: main heap, a chunk of its own mapping, or a
  * thread arena. Returns the usable size, or 0. */
 static size_t libc_block_usable(uintptr_t a) {
   struct mapping m;
-  if ((a & 15) || a < 4096 || !find_mapping(a - 16, &m) || !m.readable || a >= m.hi) return 0;
-  uint64_t field = *(const uint64_t *)(a - 8), size = field & ~(uint64_t)7;
+  uint64_t header[2];                               /* the chunk's prev_size (pad) and size words */
+  if ((a & 15) || a < 4096 || !find_mapping(a - 16, &m) || !m.readable || a >= m.hi ||
+      !copy_if_mapped(a - 16, header))
+    return 0;
+  uint64_t field = header[1], size = field & ~(uint64_t)7;
   uintptr_t chunk = a - 16;
   if (size < 32 || (size & 15) || chunk + size > m.hi) return 0;
   if (m.kind == 'h' && !(field & 2)) return size - 8;
   if (m.kind != 'a') return 0;
   if (field & 2) {                                /* mmapped chunk */
-    uint64_t pad = *(const uint64_t *)(a - 16);
+    uint64_t pad = header[0];
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);   /* the C library's page, whatever hakmem's */
     bool shaped = chunk - pad >= m.lo && ((chunk - pad) & (page - 1)) == 0 && ((pad + size) & (page - 1)) == 0;
     return shaped ? size - 16 : 0;

@@ -236,8 +236,8 @@ static void seg_unmap_locked(struct heap_seg *s) {
     ncached++;
     return;
   }
-  seg_map_set(s, NULL);
-  _hak_os_unmap((void *)s->base, s->bytes);
+  _hak_os_unmap((void *)s->base, s->bytes);   /* then the map: while mapped, the guard */
+  seg_map_set(s, NULL);                       /* sees heap memory and probes none of it */
   gauge_mapped(-(int64_t)s->bytes);
   s->next = free_segs;
   free_segs = s;

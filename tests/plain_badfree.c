@@ -1,11 +1,16 @@
 /* Frees pointers that no allocator handed out (a stack address, garbage,
- * pointers into the middle of blocks of three tiers), then keeps working and
+ * pointers into the middle of blocks of three tiers, a page of a file
+ * mapping past the file's end, where a load faults with SIGBUS though
+ * /proc/self/maps shows the page readable), then keeps working and
  * prints "survived". test_invalid_ignore.sh runs it on hakmem with
  * HAKMEM_INVALID_FREE=ignore, where each bad free is a counted no-op, and
  * without it, where the first one aborts. */
+#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* Hides where a pointer comes from, so the compiler neither warns about nor
  * optimises the deliberate misuse. */
@@ -23,6 +28,12 @@ int main(void)
     }
     free(launder(on_stack + 16));
     free(launder((void *)0x1234560));
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    int fd = memfd_create("badfree", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)page) != 0) return 2;
+    char *file = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (file == MAP_FAILED) return 2;
+    free(launder(file + page + 64));            /* its chunk header would fault */
     for (int i = 0; i < 3; i++) {
         free(launder(blocks[i] + 8));
         free(launder(blocks[i] + 16));
