@@ -167,7 +167,7 @@ extern struct hak_class _hak_classes[HAK_NCLS];
 /* Blocks of 4 KiB and more get HAK_COLOR_PAD bytes more than their class's
  * round size (class.c says why). */
 #ifndef HAK_COLOR_PAD
-#define HAK_COLOR_PAD 256u
+#define HAK_COLOR_PAD 128u
 #endif
 
 /* Is offset x (< 2^32) the start of one of a class's first K blocks, given

@@ -30,10 +30,12 @@ static void check_geometry(void) {
     CHECKF(k->ss_bytes % page == 0, "C%u SuperSlab %llu not whole pages", c, (unsigned long long)k->ss_bytes);
     CHECKF(k->slab_bytes == k->slab_blocks * k->size, "C%u slab not whole blocks", c);
     CHECKF(k->slab_blocks >= 4 && k->ss_slabs >= 1 && k->ss_slabs <= 255, "C%u geometry", c);
-    /* A mid slab holds the blocks it needs (4, 64 KiB, two pages); with
-     * bigger pages at most twice that (SuperSlabs of few blocks: class.c). */
+    /* A mid slab holds the blocks it needs (4, 64 KiB, two pages), or at
+     * most twice that where a SuperSlab of such slabs ending on a page
+     * boundary would pass 2 MiB (bigger pages; the 32-block color cycle
+     * of the classes from 5 to 14 KiB: class.c). */
     size_t need = (4 * k->size > mid_slab ? 4 * k->size : mid_slab + k->size - 1) / k->size;
-    CHECKF(c < HAK_NTINY || (k->slab_blocks >= need && k->slab_blocks <= (page == HAK_PAGE_MIN ? need : 2 * need - 1)),
+    CHECKF(c < HAK_NTINY || (k->slab_blocks >= need && k->slab_blocks <= 2 * need - 1),
            "C%u: %u blocks per mid slab", c, k->slab_blocks);
     CHECKF(k->slab_blocks < (1u << (64 - HAK_REMOTE_SHIFT)), "C%u: remote counts overflow", c);
     CHECKF(k->ss_bytes == (uint64_t)k->ss_slabs * k->slab_bytes, "C%u SuperSlab bytes", c);
@@ -125,10 +127,10 @@ static void check_aligned(void) {
     for (size_t n = 1; n <= HAK_MID_MAX; n = n * 3 + 1) {
       int c = _hak_class_for_aligned(n, align);
       if (n > HAK_MID_MAX) continue;
-      /* Classes above 2 KiB are 256 B past a page multiple (cache colors):
-       * they give alignments up to 256; Tiny classes up to 2 KiB. The rest
-       * goes to a Large block. */
-      if (align <= 256 || (align <= HAK_TINY_MAX && n <= HAK_TINY_MAX))
+      /* Classes above 2 KiB are HAK_COLOR_PAD past a page multiple (cache
+       * colors): they give alignments up to it; Tiny classes up to 2 KiB.
+       * The rest goes to a Large block. */
+      if (align <= HAK_COLOR_PAD || (align <= HAK_TINY_MAX && n <= HAK_TINY_MAX))
         CHECKF(c >= 0, "no class for %zu B at %zu", n, align);
       if (c < 0) continue;
       CHECKF(_hak_classes[c].size >= n && _hak_classes[c].size % align == 0,
