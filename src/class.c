@@ -56,11 +56,11 @@ _Static_assert(HAK_COLOR_PAD % 16 == 0 && (HAK_COLOR_PAD & (HAK_COLOR_PAD - 1)) 
 static uint64_t gcd64(uint64_t a, uint64_t b) { while (b) { uint64_t t = a % b; a = b; b = t; } return a; }
 
 /* A colored class whose slab of blocks blocks would make the smallest
- * SuperSlab (lcm(blocks, cycle) blocks) more than HAK_SS_TARGET (OS pages
- * of 16 KiB and more: the cycle is up to 256 blocks) takes slabs of a
- * divisor or a multiple of the cycle (a power of two), so that its
- * SuperSlabs are as small as the page allows: cycle blocks (4 KiB pages
- * never come here). */
+ * SuperSlab (lcm(blocks, cycle) blocks) more than HAK_SS_TARGET (the cycle
+ * is 32 blocks with 4 KiB pages, up to 512 with 64 KiB ones; with 4 KiB
+ * pages five of the 5-14 KiB classes come here) takes slabs of a divisor or a
+ * multiple of the cycle (a power of two), so that its SuperSlabs are as
+ * small as the page allows: cycle blocks. */
 static uint64_t ss_blocks_fewer(uint64_t blocks, uint64_t cycle) {
   if (blocks > cycle) return (blocks + cycle - 1) / cycle * cycle;
   uint64_t b = 1;
@@ -69,7 +69,7 @@ static uint64_t ss_blocks_fewer(uint64_t blocks, uint64_t cycle) {
 }
 
 /* Tiny slabs are whole OS pages. Colored classes cannot be (that would take
- * 16 blocks of 4 KiB pages, 256 of 64 KiB ones): their slabs are
+ * 32 blocks of 4 KiB pages, 512 of 64 KiB ones): their slabs are
  * HAK_SLAB_MIN_BLOCKS blocks or 64 KiB, and their SuperSlabs, which are
  * mapped, hold a multiple of the blocks that end on an OS page boundary
  * (the cycle). A free slab is purged by the whole OS pages inside it. The
