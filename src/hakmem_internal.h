@@ -10,7 +10,8 @@
  *   region.c    the ownership map and the class regions (4 GiB slots) that
  *               SuperSlabs are mapped into and unmapped from, at the top
  *   superslab.c the SuperSlab lifecycle (HOT, DRAINING, EMPTY): fresh slabs
- *               out, empty slabs back, and its purge
+ *               out, empty slabs back, its purge, and the page moves that
+ *               give free slabs' resident pages to other classes
  *   slab.c      one slab: batches out and back, remote frees, detaching and
  *               adopting; the shared pool of ownerless slabs per class
  *   refill.c    the refill stages (current slab, warm pool, shared pool,
@@ -302,6 +303,10 @@ struct hak_slab {
   uint8_t  dirty;                    /* FREE, pages maybe resident (pool lock) */
   uint8_t  recycled;                 /* was released since its SuperSlab was mapped */
   uint8_t  on_released;              /* on its pool's released stack (pool lock) */
+  uint8_t  moved_out;                /* FREE and dirty: its first OS pages already
+                                        moved to another class (pool lock)     */
+  uint8_t  moved_in;                 /* ranges moved into it since its SuperSlab
+                                        was mapped (pool lock, saturating)     */
   uint32_t freed_ms;                 /* when it became FREE (pool lock)        */
   uintptr_t start;                   /* first block                            */
   struct hak_slab *next;             /* shared partial list / SuperSlab free   */
@@ -382,6 +387,7 @@ HAK_SLOW void _hak_lock_slow(hak_lock_t *l);                 /* held: spin, then
 HAK_SLOW void _hak_lock_wake(hak_lock_t *l);                 /* wakes one sleeper       */
 HAK_SLOW void _hak_lock_order_take(const hak_lock_t *l);     /* debug builds            */
 HAK_SLOW void _hak_lock_order_drop(const hak_lock_t *l);
+HAK_SLOW void _hak_lock_order_tried(const hak_lock_t *l);    /* held, no order check */
 static inline void hak_lock_count(_Atomic uint64_t *n) {
   atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1, memory_order_relaxed);
 }
@@ -392,6 +398,16 @@ static inline void hak_lock(hak_lock_t *l) {
                    memory_order_acquire, memory_order_relaxed)))
     _hak_lock_slow(l);
   hak_lock_count(&l->acquired);
+}
+/* Takes l only if it is free; never waits, so any rank may be tried. */
+static inline bool hak_trylock(hak_lock_t *l) {
+  int expected = 0;
+  if (!atomic_compare_exchange_strong_explicit(&l->held, &expected, 1,
+                                               memory_order_acquire, memory_order_relaxed))
+    return false;
+  if (HAK_DEBUG) _hak_lock_order_tried(l);
+  hak_lock_count(&l->acquired);
+  return true;
 }
 static inline void hak_unlock(hak_lock_t *l) {
   if (HAK_DEBUG) _hak_lock_order_drop(l);
@@ -527,7 +543,8 @@ struct hak_stats {
   X(bytes_large_cached, NONE, KIB,   "large cache", "bytes of freed Large ranges kept for reuse") \
   X(bytes_purged,       NONE, KIB,   "purged",      "bytes of free pages given back to the OS") \
   X(purge_calls,        NONE, COUNT, "purge calls", "madvise calls that gave pages back") \
-  X(bytes_reused,       NONE, KIB,   "reused",      "released slabs, span pages and cached Large ranges handed out again")
+  X(bytes_reused,       NONE, KIB,   "reused",      "released slabs, span pages and cached Large ranges handed out again") \
+  X(bytes_moved,        NONE, KIB,   "moved",       "resident pages of free slabs moved to another class's fresh slab (HAKMEM_PAGE_MOVES)")
 #define HAK_GAUGE_PEAK_FIELD_PEAK(name) _Atomic int64_t name##_peak;
 #define HAK_GAUGE_PEAK_FIELD_NONE(name)
 struct hak_gauges {
@@ -653,6 +670,7 @@ void   _hak_os_purge(void *p, size_t bytes);     /* give pages back, keep range 
 void   _hak_os_zero(void *p, size_t bytes);      /* the same for a table: reads 0 again */
 void  *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes);
 bool   _hak_os_move(void *from, size_t bytes, void *to);  /* mremap to a fixed place */
+int    _hak_os_move_pages(void *from, size_t bytes, void *to);  /* from stays mapped; 1, 0 or -1 */
 void  *_hak_os_meta_alloc(size_t bytes);          /* zeroed, never freed      */
 uint64_t _hak_os_now_ns(void);
 uint32_t _hak_os_now_ms(void);                    /* coarse, cheap            */
@@ -682,8 +700,14 @@ void   _hak_region_unmap_top(struct hak_region *r);          /* pool lock held *
 
 /* ---- superslab.c (pool lock held) --------------------------------------- */
 void   _hak_superslab_mapped(struct hak_superslab *ss);
-struct hak_slab *_hak_superslab_fresh_slab(unsigned cls);
+struct hak_slab *_hak_superslab_fresh_slab(unsigned cls, bool *resident);
 void   _hak_superslab_release_slab(struct hak_slab *s);
+/* Page moves (no pool lock held; the span heap's recipient holds its own):
+ * resident pages of free slabs and span runs into fresh slabs and runs. */
+bool   _hak_superslab_fill(struct hak_slab *s);   /* false: a hole, s is lost */
+unsigned _hak_superslab_move_budget(void);        /* ranges a recipient may take now */
+size_t _hak_superslab_give(uintptr_t at, size_t need, unsigned skip, unsigned budget, unsigned *calls, int *failed);
+void   _hak_superslab_moved(long ranges, size_t bytes, int failed);   /* counts; ranges < 0: unmapped */
 struct hak_purge_policy;
 size_t _hak_superslab_purge(const struct hak_purge_policy *pp);   /* takes the pool locks */
 
@@ -767,6 +791,7 @@ void   _hak_span_return(unsigned c, void *chain);
 int    _hak_span_class(const void *p);            /* -1: not a block start, -2: freed */
 bool   _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
 size_t _hak_span_purge(const struct hak_purge_policy *pp);
+size_t _hak_span_give(uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed);  /* page moves */
 struct hak_span_stats {
   uint64_t run_bytes;       /* pages in runs, used or free                  */
   uint64_t mapped_bytes;    /* pages mapped (runs and room above them)      */
@@ -829,6 +854,7 @@ void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry l
   X(LARGE_CACHE_LIVE_PCT, NUMBER, 100, 0, 1000, NULL, "percent of the live Large bytes the cache may keep when that is more than HAKMEM_LARGE_CACHE_MB") \
   X(PURGE_DELAY_MS,  NUMBER, 50, 0, 60000, NULL, "ms before a free slab or cached Large range goes back to the OS, and an untouched thread list to the slabs") \
   X(EMPTY_KEEP,      NUMBER,  1, 0, 64, NULL,   "empty SuperSlabs per class kept committed for reuse") \
+  X(PAGE_MOVES,      NUMBER, 1024, 0, 16384, NULL, "page ranges moved from free slabs of other classes into fresh slabs that may be outstanding (each may cost two kernel mappings; 0: no moves)") \
   X(PAGE_SIZE,       NUMBER, -1, HAK_PAGE_MIN, HAK_PAGE_MAX, "kernel", "bytes of the page hakmem maps, purges and guards in: a power of two from the kernel's page to 65536 (kernel: the kernel's)") \
   X(LIMIT_MB,        NUMBER,  0, 0, 100000000, "cgroup", "MiB hakmem may keep mapped (0: no limit); cgroup: the memory.max of the process's cgroup v2") \
   X(LIMIT,           ENUM,    0, 0, 1, "soft|hard", "soft: past HAKMEM_LIMIT_MB hakmem trims before it maps more; hard: and then fails the allocation (ENOMEM)") \

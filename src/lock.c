@@ -99,6 +99,11 @@ void _hak_lock_order_take(const hak_lock_t *l) {
   held_ranks[r / 64] |= 1ull << (r % 64);
 }
 
+/* A trylock that succeeded: held, but it never waited, so no order to keep. */
+void _hak_lock_order_tried(const hak_lock_t *l) {
+  held_ranks[l->rank / 64] |= 1ull << (l->rank % 64);
+}
+
 void _hak_lock_order_drop(const hak_lock_t *l) {
   held_ranks[l->rank / 64] &= ~(1ull << (l->rank % 64));
 }

@@ -296,6 +296,27 @@ bool _hak_os_move(void *from, size_t bytes, void *to) {
   return true;
 }
 
+/* Moves the resident pages of [from, from + bytes) over [to, to + bytes),
+ * both mapped and private: page tables move, nothing is copied, faulted in
+ * or zeroed; from stays mapped and reads 0 (MREMAP_DONTUNMAP, Linux 5.7).
+ * The kernel unmaps to before it checks the move, so a refused move
+ * (an older kernel, the map count limit, RLIMIT_AS) maps fresh pages there
+ * again. Returns 1 when moved, 0 when refused with to mapped as before,
+ * -1 when to could not be mapped again (left a hole). */
+int _hak_os_move_pages(void *from, size_t bytes, void *to) {
+  check_pages(from, bytes);
+  check_pages(to, bytes);
+#ifdef MREMAP_DONTUNMAP
+  if (mremap(from, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to) != MAP_FAILED)
+    return 1;
+  if (map_at((uintptr_t)to, bytes) || errno == EEXIST) return 0;
+  return -1;
+#else
+  (void)from; (void)bytes; (void)to;
+  return 0;
+#endif
+}
+
 uint32_t _hak_os_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);

@@ -234,9 +234,11 @@ struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok
     s->next = NULL;
   }
   *adopted = s != NULL;
-  if (!s && fresh_ok) s = _hak_superslab_fresh_slab(c);
+  bool resident = true;
+  if (!s && fresh_ok) s = _hak_superslab_fresh_slab(c, &resident);
   hak_unlock(&pool->lock);
   if (!s) return NULL;
+  if (!resident && !_hak_superslab_fill(s)) return NULL;   /* lost: never handed out */
   if (*adopted) {
     atomic_store(&s->xowner, h);
     return s;

@@ -55,6 +55,11 @@ struct span_page {
                              * when taken                                  */
   uint32_t next, prev;      /* free run: its bucket's list                  */
   uint32_t freed_ms;        /* free run: when it was last freed             */
+  uint32_t moved;           /* dirty free run: span pages at its end whose
+                             * pages moved to a class slab (superslab.c);
+                             * less than len                               */
+  uint8_t  moved_in;        /* a range of class slabs' pages moved in starts
+                             * here: counted (superslab.c) until unmapped  */
 };
 
 /* The heap's first page: the start of its slot, fixed at build time. */
@@ -130,6 +135,7 @@ static void free_run_set(uint32_t i, uint32_t len, bool dirty, uint32_t freed_ms
   span.page[i].dirty = dirty;
   span.page[i].unmapped = 0;
   span.page[i].freed_ms = freed_ms;
+  span.page[i].moved = 0;
   bucket_insert(i);
 }
 
@@ -216,22 +222,51 @@ static bool pages_remap(uint32_t i, uint32_t len) {
   return true;
 }
 
+/* Span pages [i, i + len) are unmapped, and the moved ranges that start
+ * there end. */
 static void pages_unmap(uint32_t i, uint32_t len) {
   _hak_os_unmap((void *)page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT);
+  long ranges = 0;
+  for (uint32_t j = i; j < i + len; j++)
+    if (span.page[j].moved_in) { ranges++; span.page[j].moved_in = 0; }
+  if (ranges) _hak_superslab_moved(-ranges, 0, 0);
+}
+
+/* Span pages [i, i + len), about to be handed out and not resident, take
+ * the resident pages of class slabs (superslab.c), one range at a time,
+ * each marked where it starts. false when a refused move left a hole. */
+static bool run_fill(uint32_t i, uint32_t len) {
+  unsigned budget = _hak_superslab_move_budget(), calls = 0;
+  size_t need = (size_t)len << HAK_SPAN_PAGE_SHIFT, got = 0;
+  long marked = 0;
+  int failed = 0;
+  while (got < need && !failed && calls < budget) {
+    unsigned before = calls;
+    size_t n = _hak_superslab_give(page_addr(i) + got, need - got, HAK_NCLS, calls + 1, &calls, &failed);
+    if (calls == before) break;
+    struct span_page *e = &span.page[i + (uint32_t)(got >> HAK_SPAN_PAGE_SHIFT)];
+    marked += !e->moved_in;                  /* a range that started here was replaced */
+    e->moved_in = 1;
+    got += n;
+  }
+  _hak_superslab_moved(marked, got, failed);
+  return failed < 2;
 }
 
 /* A used run of len span pages for class c, or SPAN_NONE when the slot is full
  * or the kernel refuses. */
 static uint32_t run_alloc(uint32_t len, unsigned c) {
-  uint32_t i = best_fit(len);
+  uint32_t i = best_fit(len), fresh = SPAN_NONE;   /* where its pages are not resident */
   if (i != SPAN_NONE) {
     struct span_page e = span.page[i];
+    if (!e.dirty) fresh = i;
     if (e.unmapped && !pages_remap(i, len)) return SPAN_NONE;
     bucket_remove(i);
     run_clear(i, e.len);
-    if (e.len > len) {
+    if (e.len > len) {                       /* the rest, with the moved pages at its end */
       free_run_set(i + len, e.len - len, e.dirty, e.freed_ms);
       span.page[i + len].unmapped = e.unmapped;
+      span.page[i + len].moved = e.moved < e.len - len ? e.moved : 0;
     }
     if (!e.dirty) atomic_fetch_add(&_hak_stats_gauges.bytes_reused, (int64_t)len << HAK_SPAN_PAGE_SHIFT);
   } else {                                   /* at the top, with the free run that ends there */
@@ -241,6 +276,7 @@ static uint32_t run_alloc(uint32_t len, unsigned c) {
       have = span.page[top - 1].len;
       i = top - have;
     }
+    fresh = have && span.page[i].dirty ? top : i;
     if (have && span.page[i].unmapped) {     /* map its pages back first */
       if (!pages_remap(i, have)) return SPAN_NONE;
       span.page[i].unmapped = 0;
@@ -251,7 +287,10 @@ static uint32_t run_alloc(uint32_t len, unsigned c) {
   }
   run_set(i, len, SPAN_USED, HAK_FRONT(c));
   span.page[i].unmapped = 0;                 /* mapped again above, or never unmapped */
+  span.page[i].moved = 0;
   span.taken += len;
+  if (fresh != SPAN_NONE && fresh < i + len && !run_fill(fresh, i + len - fresh))
+    return SPAN_NONE;                        /* a hole: the run is never handed out */
   return i;
 }
 
@@ -301,6 +340,7 @@ static void span_check(void) {
     HAK_ASSERT(e->len == 1 || (last->len == e->len && last->state == e->state && last->tail));
     HAK_ASSERT((e->state == SPAN_USED) == (*front_of(i) != 0));
     HAK_ASSERT(!e->unmapped || (e->state == SPAN_FREE && !e->dirty));
+    HAK_ASSERT(!e->moved || (e->state == SPAN_FREE && e->dirty && e->moved < e->len));
     HAK_ASSERT(!(last_free && e->state == SPAN_FREE));
     if (e->len > 2) HAK_ASSERT(span.page[i + 1].state == SPAN_UNSET);
     if (e->state == SPAN_FREE) {
@@ -431,9 +471,9 @@ static void span_unmap_top(void) {
     top = start;
   }
   if (span.mapped > top) {                  /* their page table and front entries (all 0) */
+    if (span.mapped > unmap_from) pages_unmap(unmap_from, span.mapped - unmap_from);
     purge_entries(&span.page[top], &span.page[span.mapped], &span.page[HAK_SPAN_PAGES]);
     purge_entries(front_of(top), front_of(span.mapped), front_of(HAK_SPAN_PAGES));
-    if (span.mapped > unmap_from) pages_unmap(unmap_from, span.mapped - unmap_from);
     span.mapped = top;
   }
 }
@@ -461,18 +501,54 @@ size_t _hak_span_purge(const struct hak_purge_policy *pp) {
         if (e->dirty) released += (size_t)e->len << HAK_SPAN_PAGE_SHIFT;
         e->unmapped = 1;
         e->dirty = 0;
+        e->moved = 0;
         continue;
       }
       if (!e->dirty || (!pp->force && pp->now_ms - e->freed_ms < pp->delay_ms)) continue;
       if (e->len <= keep) { keep -= e->len; continue; }
       _hak_os_purge((void *)(SPAN_BASE + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT)), (size_t)e->len << HAK_SPAN_PAGE_SHIFT);
-      released += (size_t)e->len << HAK_SPAN_PAGE_SHIFT;
+      released += (size_t)(e->len - e->moved) << HAK_SPAN_PAGE_SHIFT;
       e->dirty = 0;
+      e->moved = 0;
     }
   span_unmap_top();
   span_check();
   hak_unlock(&_hak_lock_set.span);
   return released;
+}
+
+/* Pages that move between classes (superslab.c): up to need bytes of the
+ * resident pages of free dirty runs move to at (whole OS pages), the
+ * longest runs first and from their ends (best fit hands out a run's start
+ * and the shortest runs first). Only tries the span lock, and looks at 64
+ * runs at most. Returns the bytes moved; counts the moves in *calls (up to
+ * budget); *failed
+ * as _hak_os_move_pages says (0 moved, 1 refused, 2 a hole left at at). */
+size_t _hak_span_give(uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed) {
+  if (!atomic_load_explicit(&span.opened, memory_order_acquire) || !hak_trylock(&_hak_lock_set.span)) return 0;
+  size_t moved = 0;
+  unsigned looked = 0;
+  for (unsigned b = SPAN_BUCKETS; b-- > 0 && moved < need && !*failed && looked < 64 && *calls < budget; ) {
+    unsigned bucket = (b + 1) % SPAN_BUCKETS;            /* bucket 0 (the longest) first */
+    for (uint32_t i = span.bucket[bucket]; i != SPAN_NONE && moved < need && looked < 64 && *calls < budget;
+         i = span.page[i].next) {
+      struct span_page *e = &span.page[i];
+      looked++;
+      if (!e->dirty || e->unmapped) continue;
+      uint32_t left = e->len - e->moved;
+      size_t n = (size_t)left << HAK_SPAN_PAGE_SHIFT;
+      if (n > need - moved) n = need - moved;
+      int r = _hak_os_move_pages((void *)(page_addr(i + left) - n), n, (void *)(at + moved));
+      if (r <= 0) { *failed = r < 0 ? 2 : 1; break; }
+      moved += n;
+      ++*calls;
+      e->moved += (uint32_t)(n >> HAK_SPAN_PAGE_SHIFT);
+      if (e->moved == e->len) { e->dirty = 0; e->moved = 0; }
+    }
+  }
+  span_check();
+  hak_unlock(&_hak_lock_set.span);
+  return moved;
 }
 
 void _hak_span_stats(struct hak_span_stats *out) {

@@ -7,6 +7,25 @@
  * class's pool lock. */
 #include "hakmem_internal.h"
 
+/* Pages that move between classes (below): the classes that may have a
+ * dirty released slab, the moved ranges still mapped as moved, and whether
+ * the kernel refused a move (then none is tried again). */
+static _Atomic uint64_t donor_classes;
+static _Atomic long moved_ranges;
+static _Atomic bool moves_refused;
+_Static_assert(HAK_NCLS <= 64, "one bit per class in donor_classes");
+
+static long moves_cap(void) {
+  return atomic_load_explicit(&moves_refused, memory_order_relaxed) ? 0 : _hak_options_get(HAK_OPT_PAGE_MOVES);
+}
+
+/* Class cls released a slab (pool lock held): it may have pages to give. */
+static void may_give(unsigned cls) {
+  uint64_t bit = 1ull << cls;
+  if (moves_cap() && !(atomic_load_explicit(&donor_classes, memory_order_relaxed) & bit))
+    atomic_fetch_or_explicit(&donor_classes, bit, memory_order_relaxed);
+}
+
 static void set_state(struct hak_superslab *ss, unsigned state) {
   if (ss->state == state) return;
   atomic_fetch_sub(&_hak_stats_gauges.ss_count[ss->state], 1);
@@ -35,6 +54,8 @@ void _hak_superslab_mapped(struct hak_superslab *ss) {
     ss->slabs[i].state = HAK_SLAB_FREE;
     ss->slabs[i].dirty = 0;
     ss->slabs[i].recycled = 0;
+    ss->slabs[i].moved_in = 0;
+    ss->slabs[i].moved_out = 0;
     ss->slabs[i].next = ss->free_list;
     ss->free_list = &ss->slabs[i];
   }
@@ -91,12 +112,13 @@ static struct hak_slab *released_pop(struct hak_pool *pool) {
   return s;
 }
 
-/* A free slab of class cls: a released one whose pages are resident, else
- * one from a SuperSlab with free slabs, mapping a new SuperSlab (or opening
- * a region) when there is none. */
-struct hak_slab *_hak_superslab_fresh_slab(unsigned cls) {
+/* A free slab of class cls: a released one whose pages are resident
+ * (*resident), else one from a SuperSlab with free slabs, mapping a new
+ * SuperSlab (or opening a region) when there is none. */
+struct hak_slab *_hak_superslab_fresh_slab(unsigned cls, bool *resident) {
   struct hak_pool *pool = &_hak_slab_pools[cls];
   struct hak_slab *s = released_pop(pool);
+  *resident = s != NULL;
   if (s) {                                     /* a DRAINING SuperSlab stays one while it may */
     struct hak_superslab *from = s->ss;
     bool draining = (from->free_slabs - 1u) * HAK_SS_DRAIN_DEN >= from->nslabs * (unsigned)HAK_SS_DRAIN_NUM;
@@ -130,6 +152,7 @@ void _hak_superslab_release_slab(struct hak_slab *s) {
   s->carved = 0;
   s->dirty = 1;
   s->recycled = 1;
+  s->moved_out = 0;
   s->freed_ms = _hak_os_now_ms();
   s->next = ss->free_list;
   ss->free_list = s;
@@ -139,12 +162,120 @@ void _hak_superslab_release_slab(struct hak_slab *s) {
     s->on_released = 1;
     s->next_released = pool->released;
     pool->released = s;
+    may_give(s->cls);
   }
   if (ss->free_slabs == ss->nslabs) set_state(ss, HAK_SS_EMPTY);
   else if (ss->free_slabs * HAK_SS_DRAIN_DEN >= ss->nslabs * HAK_SS_DRAIN_NUM)
     set_state(ss, HAK_SS_DRAINING);
   hot_push(&_hak_slab_pools[s->cls], ss);
   ss_check(ss);
+}
+
+/* ---- pages that move between classes ------------------------------------
+ * A class region holds its class's blocks only, so the pages a class frees
+ * could serve another class only through the OS: purged, then faulted in
+ * and zeroed again. Instead, a fresh slab whose pages are not resident
+ * takes the resident pages of other classes' free dirty slabs (newest
+ * first): mremap(MREMAP_DONTUNMAP) moves their page tables over its own
+ * range, with no fault and no zeroing; the donor's range stays mapped and
+ * reads 0, as if purged. The span heap gives its free runs' pages the same
+ * way, and takes class slabs' pages for the runs it hands out fresh
+ * (span.c). A moved range may split the recipient's mapping in three, so
+ * at most HAKMEM_PAGE_MOVES ranges are outstanding (they end when their
+ * pages are unmapped); a refused move turns moves off. A recipient only
+ * tries the donors' locks (a slab's holds none; the span heap's holds its
+ * own), so no two wait on each other. */
+
+/* The whole OS pages inside s, its SuperSlab's guard page excepted: pages
+ * no other slab shares. */
+static void slab_pages(const struct hak_slab *s, uintptr_t *from, uintptr_t *to) {
+  uintptr_t end = s->start + _hak_classes[s->cls].slab_bytes;
+  if (HAK_HARDENED && s->index == s->ss->nslabs - 1) end -= _hak_os_page;
+  *from = hak_page_up(s->start);
+  *to = hak_page_down(end);
+  if (*to < *from) *to = *from;
+}
+
+/* Moves up to need bytes of pool d's dirty released slabs to at (pool d
+ * locked), newest first. Only released slabs give: an empty slab still in
+ * the shared pool is the class's own to reuse until a purge pass releases
+ * it. A donor whose pages all went is clean and leaves the stack; one that
+ * gave part of them keeps the rest for the next taker. Returns the bytes moved; counts the moves in *calls (up
+ * to budget); *failed: 1 when the kernel refused a move, 2 when a refused
+ * move left a hole at at. */
+static size_t move_from(unsigned d, uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed) {
+  struct hak_pool *pool = &_hak_slab_pools[d];
+  size_t moved = 0;
+  struct hak_slab *s;
+  while (moved < need && *calls < budget && (s = pool->released) != NULL) {
+    uintptr_t from, to;
+    slab_pages(s, &from, &to);
+    from += (uintptr_t)s->moved_out * _hak_os_page;
+    size_t n = s->state == HAK_SLAB_FREE && s->dirty && to > from ? to - from : 0;
+    if (n > need - moved) n = need - moved;
+    if (n) {
+      int r = _hak_os_move_pages((void *)from, n, (void *)(at + moved));
+      if (r <= 0) { *failed = r < 0 ? 2 : 1; break; }
+      moved += n;
+      ++*calls;
+      if (from + n < to) { s->moved_out = (uint8_t)(s->moved_out + n / _hak_os_page); break; }
+      s->dirty = 0;                            /* every page gone: as if purged */
+    }
+    pool->released = s->next_released;
+    s->on_released = 0;
+  }
+  if (!pool->released) atomic_fetch_and_explicit(&donor_classes, ~(1ull << d), memory_order_relaxed);
+  return moved;
+}
+
+/* How many ranges a recipient may move in now (at most 64); 0: none. */
+unsigned _hak_superslab_move_budget(void) {
+  long room = moves_cap() - atomic_load_explicit(&moved_ranges, memory_order_relaxed);
+  return room <= 0 ? 0 : room < 64 ? (unsigned)room : 64;
+}
+
+/* A recipient moved ranges in (negative: ranges unmapped) and bytes; a
+ * failure turns moves off. */
+void _hak_superslab_moved(long ranges, size_t bytes, int failed) {
+  if (ranges) atomic_fetch_add_explicit(&moved_ranges, ranges, memory_order_relaxed);
+  if (bytes) atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_moved, (int64_t)bytes, memory_order_relaxed);
+  if (failed) atomic_store(&moves_refused, true);
+}
+
+/* Moves up to need bytes of the resident pages of free slabs of every
+ * class but skip (HAK_NCLS: none) to at, whole OS pages; as move_from. */
+size_t _hak_superslab_give(uintptr_t at, size_t need, unsigned skip, unsigned budget, unsigned *calls, int *failed) {
+  uint64_t others = atomic_load_explicit(&donor_classes, memory_order_relaxed);
+  if (skip < HAK_NCLS) others &= ~(1ull << skip);
+  size_t got = 0;
+  while (others && got < need && !*failed && *calls < budget) {
+    unsigned d = (unsigned)__builtin_ctzll(others);
+    others &= others - 1;
+    struct hak_pool *pool = &_hak_slab_pools[d];
+    if (!hak_trylock(&pool->lock)) continue;
+    got += move_from(d, at + got, need - got, budget, calls, failed);
+    hak_unlock(&pool->lock);
+  }
+  return got;
+}
+
+/* s, a fresh slab of no resident pages, taken by the caller (no lock held),
+ * gets as many resident pages as other classes and then the span heap have
+ * free. false when a refused move left a hole in s: s is then kept out of
+ * use. */
+bool _hak_superslab_fill(struct hak_slab *s) {
+  unsigned budget = _hak_superslab_move_budget(), calls = 0;
+  if (!budget) return true;
+  uintptr_t at, to;
+  slab_pages(s, &at, &to);
+  int failed = 0;
+  size_t got = _hak_superslab_give(at, to - at, s->cls, budget, &calls, &failed);
+  if (got < to - at && !failed && calls < budget) got += _hak_span_give(at + got, to - at - got, budget, &calls, &failed);
+  /* Ranges are counted as the slab will uncount them (its SuperSlab unmapped). */
+  unsigned in = s->moved_in + calls < UINT8_MAX ? s->moved_in + calls : UINT8_MAX;
+  _hak_superslab_moved((long)(in - s->moved_in), got, failed);
+  s->moved_in = (uint8_t)in;
+  return failed < 2;
 }
 
 /* ---- purging: memory back to the OS ------------------------------------------
@@ -198,6 +329,9 @@ static size_t shrink(struct hak_region *r) {
   while ((ss = _hak_region_top(r)) != NULL && ss->state == HAK_SS_EMPTY && ss_clean(ss)) {
     _hak_region_unmap_top(r);
     atomic_fetch_sub(&_hak_stats_gauges.ss_count[HAK_SS_EMPTY], 1);
+    long moved = 0;
+    for (unsigned i = 0; i < ss->nslabs; i++) moved += ss->slabs[i].moved_in;
+    _hak_superslab_moved(-moved, 0, 0);
     ss->free_list = NULL;
     ss->free_slabs = 0;
     released += _hak_classes[r->cls].ss_bytes;

@@ -1,0 +1,190 @@
+/* Pages that move between classes (HAKMEM_PAGE_MOVES, superslab.c): the
+ * resident pages of one class's free slabs, or of the span heap's free
+ * runs, serve another class's fresh slabs without faults. The test re-runs
+ * itself with moves on and a purge delay of 400 ms (a pass every 200 ms),
+ * then:
+ *  - a thread fills and frees 8 MiB of 256-byte blocks and exits; after
+ *    250 ms the next slow path's purge pass releases its empty slabs, free
+ *    and dirty (only released slabs give: an empty slab in the shared pool
+ *    is its class's own to reuse); 8 MiB of 4 KiB blocks written next take
+ *    those pages: the "moved" counter grows by most of 8 MiB and the new
+ *    blocks fault in far fewer pages than they cover;
+ *  - the 256-byte class works on, from slabs whose pages moved away, and
+ *    its new blocks hold what is written to them;
+ *  - freed span blocks (100 KiB) give their pages to a Tiny class too;
+ *  - HAKMEM_PAGE_MOVES=4 bounds the moved ranges (each may cost the kernel
+ *    two mappings): 4 slabs' pages move, not 8 MiB.
+ * A kernel without MREMAP_DONTUNMAP (before Linux 5.7) refuses the first
+ * move: then nothing moves and every block still works. */
+#include "testing.h"
+#include "hakmem.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MiB (1024L * 1024)
+#define FILL (8 * MiB)
+
+/* A counter of hakmem's JSON report ("bytes_moved", ...), or -1. */
+static long counter(const char *name) {
+  char path[] = "/tmp/hakmem-moves-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return -1;
+  close(fd);
+  static char buf[65536];
+  memset(buf, 0, sizeof buf);
+  FILE *f = hak_stats_write_json(path) == 0 ? fopen(path, "r") : NULL;
+  if (f) { (void)!fread(buf, 1, sizeof buf - 1, f); fclose(f); }
+  unlink(path);
+  char key[64];
+  snprintf(key, sizeof key, "\"%s\": ", name);
+  const char *at = strstr(buf, key);
+  return at ? atol(at + strlen(key)) : -1;
+}
+
+static long minor_faults(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+/* Does this kernel move pages and leave the source mapped? */
+static bool kernel_moves(void) {
+  long page = sysconf(_SC_PAGESIZE);
+  char *a = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (a == MAP_FAILED) return false;
+  a[0] = 1;
+  bool ok = mremap(a, (size_t)page, (size_t)page, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
+                   a + page) != MAP_FAILED;
+  munmap(a, 2 * (size_t)page);
+  return ok;
+}
+
+struct fill { size_t size; long bytes; };
+
+/* Fills bytes of size-byte blocks, checks and frees them: run in a thread
+ * that then exits, so its slabs go back free and dirty. */
+static void *fill_and_free(void *arg) {
+  const struct fill *w = arg;
+  size_t n = (size_t)w->bytes / w->size;
+  unsigned char **b = malloc(n * sizeof *b);
+  for (size_t i = 0; i < n; i++) {
+    b[i] = malloc(w->size);
+    if (b[i]) memset(b[i], (int)(i & 0xff), w->size);
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (b[i] && (b[i][0] != (unsigned char)(i & 0xff) || b[i][w->size - 1] != (unsigned char)(i & 0xff)))
+      return (void *)1;
+    free(b[i]);
+  }
+  free(b);
+  return NULL;
+}
+
+/* Runs fill_and_free in a thread, then waits past one purge pass interval
+ * (the pass that comes next releases the thread's empty slabs). */
+static bool in_thread(size_t size, long bytes) {
+  pthread_t t;
+  struct fill w = { size, bytes };
+  void *bad = (void *)1;
+  if (pthread_create(&t, NULL, fill_and_free, &w) != 0) return false;
+  pthread_join(t, &bad);
+  struct timespec pause = { 0, 250 * 1000000L };
+  nanosleep(&pause, NULL);
+  return bad == NULL;
+}
+
+/* Writes bytes of size-byte blocks; returns them (count in *n), each
+ * holding its index's byte. */
+static unsigned char **write_blocks(size_t size, long bytes, size_t *n) {
+  *n = (size_t)bytes / size;
+  unsigned char **b = malloc(*n * sizeof *b);
+  for (size_t i = 0; i < *n; i++) {
+    b[i] = malloc(size);
+    if (b[i]) memset(b[i], (int)((i * 7) & 0xff), size);
+  }
+  return b;
+}
+
+static bool check_and_free(unsigned char **b, size_t n, size_t size) {
+  bool ok = true;
+  for (size_t i = 0; i < n; i++) {
+    if (!b[i]) { ok = false; continue; }
+    for (size_t j = 0; j < size; j += 512) ok &= b[i][j] == (unsigned char)((i * 7) & 0xff);
+    free(b[i]);
+  }
+  free(b);
+  return ok;
+}
+
+static void check_moves(void) {
+  bool moves = kernel_moves();
+  CHECK(in_thread(256, FILL));
+  long moved0 = counter("bytes_moved"), faults0 = minor_faults();
+  size_t n;
+  unsigned char **b = write_blocks(4096, FILL, &n);
+  long faults = minor_faults() - faults0, moved = counter("bytes_moved") - moved0;
+  long kernel_pages = (long)(n * 4096) / sysconf(_SC_PAGESIZE);   /* faults count these */
+  fprintf(stderr, "256 B -> 4 KiB: %ld KiB moved, %ld faults for %ld kernel pages (kernel moves: %d)\n",
+          moved / 1024, faults, kernel_pages, moves);
+  if (moves) {
+    CHECKF(moved >= FILL / 2, "%ld bytes moved", moved);
+    CHECKF(faults < kernel_pages / 2, "%ld faults", faults);
+  } else {
+    CHECKF(moved == 0, "%ld bytes moved with no kernel support", moved);
+  }
+  CHECK(check_and_free(b, n, 4096));
+  /* The donor class again: its slabs' pages moved away; blocks work. */
+  b = write_blocks(256, FILL, &n);
+  CHECK(check_and_free(b, n, 256));
+  /* Span runs give pages to a Tiny class. */
+  CHECK(in_thread(100 * 1024, 2 * FILL));
+  moved0 = counter("bytes_moved");
+  b = write_blocks(1024, FILL, &n);
+  moved = counter("bytes_moved") - moved0;
+  fprintf(stderr, "100 KiB -> 1 KiB: %ld KiB moved\n", moved / 1024);
+  if (moves) CHECKF(moved >= FILL / 4, "%ld bytes moved from the span heap", moved);
+  CHECK(check_and_free(b, n, 1024));
+}
+
+/* HAKMEM_PAGE_MOVES=4: at most 4 ranges outstanding, each at most a slab's
+ * pages (a 2 KiB slab: 64 KiB), where 8 MiB could move. */
+static void check_bound(void) {
+  CHECK(in_thread(512, FILL));
+  size_t n;
+  unsigned char **b = write_blocks(2048, FILL, &n);
+  long moved = counter("bytes_moved");
+  fprintf(stderr, "bound 4: %ld KiB moved\n", moved / 1024);
+  CHECKF(moved >= 0 && moved <= 4 * 64 * 1024L * (long)(test_page() / 4096), "%ld bytes moved", moved);
+  if (kernel_moves()) CHECKF(moved > 0, "nothing moved");
+  CHECK(check_and_free(b, n, 2048));
+}
+
+static int run_child(const char *self, const char *mode, const char *moves) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("HAKMEM_PAGE_MOVES", moves, 1);
+    setenv("HAKMEM_PURGE_DELAY_MS", "400", 1);
+    execl("/proc/self/exe", self, mode, (char *)NULL);
+    _exit(99);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "moves") == 0) { check_moves(); TEST_END(); }
+  if (argc > 1 && strcmp(argv[1], "bound") == 0) { check_bound(); TEST_END(); }
+  CHECKF(run_child(argv[0], "moves", "4096") == 0, "moves");
+  CHECKF(run_child(argv[0], "bound", "4") == 0, "bound");
+  TEST_END();
+}
