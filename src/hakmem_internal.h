@@ -854,7 +854,7 @@ void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry l
   X(LARGE_CACHE_LIVE_PCT, NUMBER, 100, 0, 1000, NULL, "percent of the live Large bytes the cache may keep when that is more than HAKMEM_LARGE_CACHE_MB") \
   X(PURGE_DELAY_MS,  NUMBER, 50, 0, 60000, NULL, "ms before a free slab or cached Large range goes back to the OS, and an untouched thread list to the slabs") \
   X(EMPTY_KEEP,      NUMBER,  1, 0, 64, NULL,   "empty SuperSlabs per class kept committed for reuse") \
-  X(PAGE_MOVES,      NUMBER, 1024, 0, 16384, NULL, "page ranges moved from free slabs of other classes into fresh slabs that may be outstanding (each may cost two kernel mappings; 0: no moves)") \
+  X(PAGE_MOVES,      NUMBER, 1024, 0, HAK_PAGE_MOVES_MAX, NULL, "page ranges moved from free slabs of other classes into fresh slabs that may be outstanding (each may cost two kernel mappings; 0: no moves)") \
   X(PAGE_SIZE,       NUMBER, -1, HAK_PAGE_MIN, HAK_PAGE_MAX, "kernel", "bytes of the page hakmem maps, purges and guards in: a power of two from the kernel's page to 65536 (kernel: the kernel's)") \
   X(LIMIT_MB,        NUMBER,  0, 0, 100000000, "cgroup", "MiB hakmem may keep mapped (0: no limit); cgroup: the memory.max of the process's cgroup v2") \
   X(LIMIT,           ENUM,    0, 0, 1, "soft|hard", "soft: past HAKMEM_LIMIT_MB hakmem trims before it maps more; hard: and then fails the allocation (ENOMEM)") \
@@ -864,7 +864,8 @@ void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry l
   X(PROF_SIGNAL,     ENUM,    0, 0, 31, HAK_SIGNAL_NAMES, "signal on which the profile is written to HAKMEM_PROF_FILE.N (by the next slow path)") \
   X(PROF_FILE,       PATH,    0, 0, 0, NULL,    "the profile's path (%p: the process id); default hakmem-prof.%p.heap") \
   X(PRINT_OPTIONS,   BOOL,    0, 0, 1, NULL,    "1: print this table with current values at start-up")
-#define HAK_OPT_LIST_MAX HAK_NL2               /* items a LIST option holds */
+#define HAK_OPT_LIST_MAX HAK_NL2
+#define HAK_PAGE_MOVES_MAX 16384               /* HAKMEM_PAGE_MOVES's maximum */               /* items a LIST option holds */
 /* Linux's signal names in number order (the same on x86-64 and aarch64):
  * word i is signal i (prof.c checks three). */
 #define HAK_SIGNAL_NAMES "0|SIGHUP|SIGINT|SIGQUIT|SIGILL|SIGTRAP|SIGABRT|SIGBUS|SIGFPE|SIGKILL|SIGUSR1|SIGSEGV|" \

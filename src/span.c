@@ -58,8 +58,6 @@ struct span_page {
   uint32_t moved;           /* dirty free run: span pages at its end whose
                              * pages moved to a class slab (superslab.c);
                              * less than len                               */
-  uint8_t  moved_in;        /* a range of class slabs' pages moved in starts
-                             * here: counted (superslab.c) until unmapped  */
 };
 
 /* The heap's first page: the start of its slot, fixed at build time. */
@@ -76,6 +74,11 @@ static struct {
   unsigned unit_shift;      /* its log2                                     */
   uint32_t bucket[SPAN_BUCKETS];
   uint64_t nonempty[(SPAN_BUCKETS + 63) / 64];
+  /* Where the ranges of class slabs' pages moved into runs start (page
+   * moves, superslab.c counts them until their pages are unmapped): at
+   * most HAKMEM_PAGE_MOVES, unordered. */
+  uint32_t moved_at[HAK_PAGE_MOVES_MAX];
+  uint32_t moved_n;
 } span;
 
 uint8_t _hak_span_front[HAK_SPAN_PAGES];
@@ -227,9 +230,20 @@ static bool pages_remap(uint32_t i, uint32_t len) {
 static void pages_unmap(uint32_t i, uint32_t len) {
   _hak_os_unmap((void *)page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT);
   long ranges = 0;
-  for (uint32_t j = i; j < i + len; j++)
-    if (span.page[j].moved_in) { ranges++; span.page[j].moved_in = 0; }
+  for (uint32_t k = 0; k < span.moved_n; )
+    if (span.moved_at[k] - i < len) { span.moved_at[k] = span.moved_at[--span.moved_n]; ranges++; }
+    else k++;
   if (ranges) _hak_superslab_moved(-ranges, 0, 0);
+}
+
+/* A range moved in at span page i: noted unless one starting there is
+ * (it replaced that one); false when the note is full. */
+static bool moved_note(uint32_t i) {
+  for (uint32_t k = 0; k < span.moved_n; k++)
+    if (span.moved_at[k] == i) return true;
+  if (span.moved_n == HAK_PAGE_MOVES_MAX) return false;
+  span.moved_at[span.moved_n++] = i;
+  return true;
 }
 
 /* Span pages [i, i + len), about to be handed out and not resident, take
@@ -244,9 +258,9 @@ static bool run_fill(uint32_t i, uint32_t len) {
     unsigned before = calls;
     size_t n = _hak_superslab_give(page_addr(i) + got, need - got, HAK_NCLS, calls + 1, &calls, &failed);
     if (calls == before) break;
-    struct span_page *e = &span.page[i + (uint32_t)(got >> HAK_SPAN_PAGE_SHIFT)];
-    marked += !e->moved_in;                  /* a range that started here was replaced */
-    e->moved_in = 1;
+    uint32_t at = i + (uint32_t)(got >> HAK_SPAN_PAGE_SHIFT), had = span.moved_n;
+    if (!moved_note(at)) failed = failed ? failed : 1;   /* cannot happen under the cap; stop */
+    marked += span.moved_n - had;
     got += n;
   }
   _hak_superslab_moved(marked, got, failed);
@@ -518,8 +532,8 @@ size_t _hak_span_purge(const struct hak_purge_policy *pp) {
 }
 
 /* Pages that move between classes (superslab.c): up to need bytes of the
- * resident pages of free dirty runs move to at (whole OS pages), the
- * longest runs first and from their ends (best fit hands out a run's start
+ * resident pages of free dirty runs free for half the purge delay move to
+ * at (whole OS pages), the longest runs first and from their ends (best fit hands out a run's start
  * and the shortest runs first). Only tries the span lock, and looks at 64
  * runs at most. Returns the bytes moved; counts the moves in *calls (up to
  * budget); *failed
@@ -528,13 +542,14 @@ size_t _hak_span_give(uintptr_t at, size_t need, unsigned budget, unsigned *call
   if (!atomic_load_explicit(&span.opened, memory_order_acquire) || !hak_trylock(&_hak_lock_set.span)) return 0;
   size_t moved = 0;
   unsigned looked = 0;
+  uint32_t now = _hak_os_now_ms(), age = (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS) / 2;
   for (unsigned b = SPAN_BUCKETS; b-- > 0 && moved < need && !*failed && looked < 64 && *calls < budget; ) {
     unsigned bucket = (b + 1) % SPAN_BUCKETS;            /* bucket 0 (the longest) first */
     for (uint32_t i = span.bucket[bucket]; i != SPAN_NONE && moved < need && looked < 64 && *calls < budget;
          i = span.page[i].next) {
       struct span_page *e = &span.page[i];
       looked++;
-      if (!e->dirty || e->unmapped) continue;
+      if (!e->dirty || e->unmapped || now - e->freed_ms < age) continue;   /* as superslab.c's slabs */
       uint32_t left = e->len - e->moved;
       size_t n = (size_t)left << HAK_SPAN_PAGE_SHIFT;
       if (n > need - moved) n = need - moved;

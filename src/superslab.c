@@ -19,7 +19,10 @@ static long moves_cap(void) {
   return atomic_load_explicit(&moves_refused, memory_order_relaxed) ? 0 : _hak_options_get(HAK_OPT_PAGE_MOVES);
 }
 
-/* Class cls released a slab (pool lock held): it may have pages to give. */
+/* A purge pass left class cls released slabs (pool lock held): some may
+ * be old enough to give. Set by the passes only and cleared by a recipient
+ * that finds none, so classes that have none cost recipients one look per
+ * pass, not one per fresh slab. */
 static void may_give(unsigned cls) {
   uint64_t bit = 1ull << cls;
   if (moves_cap() && !(atomic_load_explicit(&donor_classes, memory_order_relaxed) & bit))
@@ -162,7 +165,6 @@ void _hak_superslab_release_slab(struct hak_slab *s) {
     s->on_released = 1;
     s->next_released = pool->released;
     pool->released = s;
-    may_give(s->cls);
   }
   if (ss->free_slabs == ss->nslabs) set_state(ss, HAK_SS_EMPTY);
   else if (ss->free_slabs * HAK_SS_DRAIN_DEN >= ss->nslabs * HAK_SS_DRAIN_NUM)
@@ -196,22 +198,38 @@ static void slab_pages(const struct hak_slab *s, uintptr_t *from, uintptr_t *to)
   if (*to < *from) *to = *from;
 }
 
-/* Moves up to need bytes of pool d's dirty released slabs to at (pool d
- * locked), newest first. Only released slabs give: an empty slab still in
- * the shared pool is the class's own to reuse until a purge pass releases
- * it. A donor whose pages all went is clean and leaves the stack; one that
- * gave part of them keeps the rest for the next taker. Returns the bytes moved; counts the moves in *calls (up
- * to budget); *failed: 1 when the kernel refused a move, 2 when a refused
- * move left a hole at at. */
+/* Released slabs give their pages once they have waited half the purge
+ * delay: one released more recently may be taken back by its own class
+ * (threads that exit and are replaced reuse each other's slabs; a pass
+ * spares as many as the class took), and the purge would give an older
+ * one to the OS anyway. */
+static uint32_t give_age_ms(void) { return (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS) / 2; }
+
+/* Moves up to need bytes of pool d's dirty released slabs old enough to
+ * give (pool d locked) to at, newest first, looking at 32 entries of the
+ * stack at most. Only released slabs give: an empty slab still in the
+ * shared pool is its class's own to reuse until a purge pass releases it.
+ * A donor whose pages all went is clean and leaves the stack; one that gave
+ * part of them keeps the rest for the next taker. Returns the bytes moved;
+ * counts the moves in *calls (up to budget); *failed: 1 when the kernel
+ * refused a move, 2 when a refused move left a hole at at. */
 static size_t move_from(unsigned d, uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed) {
   struct hak_pool *pool = &_hak_slab_pools[d];
+  uint32_t now = _hak_os_now_ms(), age = give_age_ms();
   size_t moved = 0;
-  struct hak_slab *s;
-  while (moved < need && *calls < budget && (s = pool->released) != NULL) {
+  unsigned looked = 0;
+  struct hak_slab *s, **link = &pool->released;
+  while (moved < need && *calls < budget && looked++ < 32 && (s = *link) != NULL) {
+    if (s->state != HAK_SLAB_FREE || !s->dirty) {          /* taken or purged since: off the stack */
+      *link = s->next_released;
+      s->on_released = 0;
+      continue;
+    }
+    if (now - s->freed_ms < age) { link = &s->next_released; continue; }
     uintptr_t from, to;
     slab_pages(s, &from, &to);
     from += (uintptr_t)s->moved_out * _hak_os_page;
-    size_t n = s->state == HAK_SLAB_FREE && s->dirty && to > from ? to - from : 0;
+    size_t n = to > from ? to - from : 0;
     if (n > need - moved) n = need - moved;
     if (n) {
       int r = _hak_os_move_pages((void *)from, n, (void *)(at + moved));
@@ -219,17 +237,26 @@ static size_t move_from(unsigned d, uintptr_t at, size_t need, unsigned budget, 
       moved += n;
       ++*calls;
       if (from + n < to) { s->moved_out = (uint8_t)(s->moved_out + n / _hak_os_page); break; }
-      s->dirty = 0;                            /* every page gone: as if purged */
     }
-    pool->released = s->next_released;
+    s->dirty = 0;                              /* every page gone: as if purged */
+    *link = s->next_released;
     s->on_released = 0;
   }
-  if (!pool->released) atomic_fetch_and_explicit(&donor_classes, ~(1ull << d), memory_order_relaxed);
+  if (moved < need && *calls < budget && !*failed)   /* nothing more to give until the next pass */
+    atomic_fetch_and_explicit(&donor_classes, ~(1ull << d), memory_order_relaxed);
   return moved;
 }
 
+/* A move write-locks the mappings of both ranges (whole class regions, the
+ * span heap) and the process's map lock while it runs, so every thread
+ * that faults a page in there waits for it: with 1,000 threads on 2 cores
+ * (bench_threads) the moves saved far fewer faults than the waits cost
+ * (docs/experiments.md). Beyond HAK_MOVE_THREADS live threads, no moves. */
+#define HAK_MOVE_THREADS 8u
+
 /* How many ranges a recipient may move in now (at most 64); 0: none. */
 unsigned _hak_superslab_move_budget(void) {
+  if (_hak_thread_heaps_live() > HAK_MOVE_THREADS) return 0;
   long room = moves_cap() - atomic_load_explicit(&moved_ranges, memory_order_relaxed);
   return room <= 0 ? 0 : room < 64 ? (unsigned)room : 64;
 }
@@ -387,6 +414,7 @@ static size_t purge_class(unsigned c, const struct hak_purge_policy *pp) {
   }
   for (struct hak_region *r = pool->regions; r; r = r->next) released += shrink(r);
   prune_hot(pool);
+  if (pool->released) may_give(c);
   hak_unlock(&pool->lock);
   return released;
 }

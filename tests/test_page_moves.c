@@ -1,12 +1,13 @@
 /* Pages that move between classes (HAKMEM_PAGE_MOVES, superslab.c): the
  * resident pages of one class's free slabs, or of the span heap's free
  * runs, serve another class's fresh slabs without faults. The test re-runs
- * itself with moves on and a purge delay of 400 ms (a pass every 200 ms),
- * then:
- *  - a thread fills and frees 8 MiB of 256-byte blocks and exits; after
- *    250 ms the next slow path's purge pass releases its empty slabs, free
- *    and dirty (only released slabs give: an empty slab in the shared pool
- *    is its class's own to reuse); 8 MiB of 4 KiB blocks written next take
+ * itself with moves on and a purge delay of 2 s (a pass every second at
+ * most), then:
+ *  - a thread fills and frees 8 MiB of 256-byte blocks and exits; a purge
+ *    pass releases its empty slabs, free and dirty (only released slabs
+ *    give: an empty slab in the shared pool is its class's own to reuse),
+ *    and 1.2 s later (past half the delay: younger ones may be taken back
+ *    by their class) 8 MiB of 4 KiB blocks written next take
  *    those pages: the "moved" counter grows by most of 8 MiB and the new
  *    blocks fault in far fewer pages than they cover;
  *  - the 256-byte class works on, from slabs whose pages moved away, and
@@ -89,16 +90,28 @@ static void *fill_and_free(void *arg) {
   return NULL;
 }
 
-/* Runs fill_and_free in a thread, then waits past one purge pass interval
- * (the pass that comes next releases the thread's empty slabs). */
-static bool in_thread(size_t size, long bytes) {
+static void sleep_ms(long ms) {
+  struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
+  nanosleep(&t, NULL);
+}
+
+/* Runs fill_and_free in a thread, then waits until its free memory may
+ * give pages: free for half the purge delay (1 s) and not yet purged
+ * (2 s; the margins are for slow builds on loaded machines). A span run is free from its free on; an empty slab gives once
+ * a purge pass has released it, so for slabs a slow path (the first malloc
+ * of a class this thread never used) runs a pass in between. */
+static bool in_thread(size_t size, long bytes, bool slabs) {
   pthread_t t;
   struct fill w = { size, bytes };
   void *bad = (void *)1;
   if (pthread_create(&t, NULL, fill_and_free, &w) != 0) return false;
   pthread_join(t, &bad);
-  struct timespec pause = { 0, 250 * 1000000L };
-  nanosleep(&pause, NULL);
+  sleep_ms(1200);
+  if (slabs) {
+    static size_t poke = 3000;
+    free(malloc(poke += 100));
+    sleep_ms(1200);
+  }
   return bad == NULL;
 }
 
@@ -127,7 +140,7 @@ static bool check_and_free(unsigned char **b, size_t n, size_t size) {
 
 static void check_moves(void) {
   bool moves = kernel_moves();
-  CHECK(in_thread(256, FILL));
+  CHECK(in_thread(256, FILL, true));
   long moved0 = counter("bytes_moved"), faults0 = minor_faults();
   size_t n;
   unsigned char **b = write_blocks(4096, FILL, &n);
@@ -146,7 +159,7 @@ static void check_moves(void) {
   b = write_blocks(256, FILL, &n);
   CHECK(check_and_free(b, n, 256));
   /* Span runs give pages to a Tiny class. */
-  CHECK(in_thread(100 * 1024, 2 * FILL));
+  CHECK(in_thread(100 * 1024, 2 * FILL, false));
   moved0 = counter("bytes_moved");
   b = write_blocks(1024, FILL, &n);
   moved = counter("bytes_moved") - moved0;
@@ -158,7 +171,7 @@ static void check_moves(void) {
 /* HAKMEM_PAGE_MOVES=4: at most 4 ranges outstanding, each at most a slab's
  * pages (a 2 KiB slab: 64 KiB), where 8 MiB could move. */
 static void check_bound(void) {
-  CHECK(in_thread(512, FILL));
+  CHECK(in_thread(512, FILL, true));
   size_t n;
   unsigned char **b = write_blocks(2048, FILL, &n);
   long moved = counter("bytes_moved");
@@ -172,7 +185,7 @@ static int run_child(const char *self, const char *mode, const char *moves) {
   pid_t pid = fork();
   if (pid == 0) {
     setenv("HAKMEM_PAGE_MOVES", moves, 1);
-    setenv("HAKMEM_PURGE_DELAY_MS", "400", 1);
+    setenv("HAKMEM_PURGE_DELAY_MS", "2000", 1);
     execl("/proc/self/exe", self, mode, (char *)NULL);
     _exit(99);
   }
