@@ -137,6 +137,7 @@ static void give_back_one(unsigned c, void *p) {
 /* Every list empty, with no capacity until the class is first used. */
 void _hak_front_heap_init(struct hak_heap *h) {
   h->cap_bytes = 0;
+  h->first_free_returned = 0;
   h->span_cap_bytes = 0;
   h->idle_look_ms = _hak_os_now_ms();
   h->idle_calls = 0;
@@ -453,6 +454,20 @@ void _hak_front_free_slow(void *p, unsigned c) {
   if (delay_depth[c] && !(b = delay(h, c, b))) return;
 #endif
   release_idle_lists(h);
+  /* The thread's first free of a Tiny class, before its list ever held a
+   * block, frees a block another thread allocated (or this one, through
+   * another path): it goes back to its slab instead of onto the list,
+   * where this thread's next malloc would take it and write on a cache line
+   * the other thread's neighbouring blocks still use (passive false
+   * sharing: Hoard's cache-scratch, docs/experiments.md). The thread's own
+   * blocks then come from its own slabs. One remote free per class and
+   * thread. */
+  _Static_assert(HAK_NTINY <= HAK_FIRST_FREE_BITS, "a bit per Tiny class");
+  if (c < HAK_NTINY && h->cap[c] == 0 && !(h->first_free_returned & (1u << c))) {
+    h->first_free_returned |= 1u << c;
+    give_back_one(c, b);
+    return;
+  }
   if (credit(c) <= 0) {
     grow(h, c, HAK_WAY_FREE);
     if (!h->cap[c]) { give_back_one(c, b); return; }   /* no budget for a list */

@@ -632,6 +632,10 @@ struct hak_heap {
    * blocks along, and a big one would hold them out of reach of the thread
    * that reuses them (see docs/experiments.md). */
   uint8_t ways[HAK_NCLS];
+  /* Tiny classes whose first free in this thread went back to its slab
+   * (front.c: passive false sharing). */
+  uint32_t first_free_returned;
+#define HAK_FIRST_FREE_BITS 32
   /* Idle lists: at a slow path at least HAKMEM_PURGE_DELAY_MS after the
    * last look, a list whose head, credit and refill + spill count are what
    * that look saw was not touched in between; it goes back to the slabs

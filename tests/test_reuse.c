@@ -224,6 +224,39 @@ static void remote_blocks_in_child(void)
     CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "remote blocks before fresh ones: child status %d", status);
 }
 
+/* Passive false sharing (Hoard's cache-scratch): the main thread hands
+ * each worker one of its small blocks, neighbours on one cache line; a
+ * worker frees it, then allocates its own block of that size. The handed
+ * block goes back to the main thread's slab rather than to the worker's
+ * list, so the worker's block is not the handed one (else the workers
+ * would write next to each other's blocks for as long as they run). */
+#define HANDED 4
+static unsigned char *handed[HANDED], *taken[HANDED];
+
+static void *free_handed_then_malloc(void *arg)
+{
+    size_t i = (size_t)(uintptr_t)arg;
+    free(handed[i]);
+    taken[i] = malloc(8);
+    if (taken[i]) memset(taken[i], (int)i, 8);
+    return NULL;
+}
+
+static void test_handed_blocks_go_home(void)
+{
+    for (size_t i = 0; i < HANDED; i++) handed[i] = malloc(8);
+    pthread_t t[HANDED];
+    for (size_t i = 0; i < HANDED; i++)
+        CHECK(pthread_create(&t[i], NULL, free_handed_then_malloc, (void *)(uintptr_t)i) == 0);
+    for (size_t i = 0; i < HANDED; i++) pthread_join(t[i], NULL);
+    for (size_t i = 0; i < HANDED; i++) {
+        CHECKF(taken[i] && taken[i] != handed[i], "worker %zu got back the block it was handed", i);
+        for (size_t j = 0; j < HANDED; j++)
+            CHECKF(taken[i] != handed[j], "worker %zu got main's block %zu", i, j);
+    }
+    for (size_t i = 0; i < HANDED; i++) free(taken[i]);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "remote-blocks") == 0) {
@@ -231,6 +264,7 @@ int main(int argc, char **argv)
         TEST_END();
     }
     remote_blocks_in_child();
+    test_handed_blocks_go_home();
     test_working_set();
     test_window();
     large_rounds("20 x 64 MiB", 64 * MiB, 0, 80 * 1024L);
