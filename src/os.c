@@ -301,12 +301,39 @@ bool _hak_os_move(void *from, size_t bytes, void *to) {
  * or zeroed; from stays mapped and reads 0 (MREMAP_DONTUNMAP, Linux 5.7).
  * The kernel unmaps to before it checks the move, so a refused move
  * (an older kernel, the map count limit, RLIMIT_AS) maps fresh pages there
- * again. Returns 1 when moved, 0 when refused with to mapped as before,
- * -1 when to could not be mapped again (left a hole). */
+ * again. Returns 1 when moved, 0 when refused (or moves do not keep their
+ * source here) with to mapped as before, -1 when to could not be mapped
+ * again (left a hole). */
+#ifdef MREMAP_DONTUNMAP
+/* Does a move keep its source mapped? Linux since 5.7 does; an emulator may
+ * move the pages and then count the source unmapped (qemu-user 7.2 does:
+ * mincore on it fails, and it may map something else there), or refuse
+ * the flag. Tried once on a scratch mapping: 1 yes, -1 no, 0 not yet. */
+static _Atomic int moves_keep_source;
+
+static bool move_keeps_source(void) {
+  int known = atomic_load_explicit(&moves_keep_source, memory_order_acquire);
+  if (known) return known > 0;
+  bool ok = false;
+  char *a = map_any(2 * kernel_page);
+  if (a) {
+    unsigned char resident;
+    a[0] = 1;
+    ok = mremap(a, kernel_page, kernel_page, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
+                a + kernel_page) != MAP_FAILED &&
+         mincore(a, kernel_page, &resident) == 0 && *(volatile char *)(a + kernel_page) == 1;
+    munmap(a, 2 * kernel_page);
+  }
+  atomic_store_explicit(&moves_keep_source, ok ? 1 : -1, memory_order_release);
+  return ok;
+}
+#endif
+
 int _hak_os_move_pages(void *from, size_t bytes, void *to) {
   check_pages(from, bytes);
   check_pages(to, bytes);
 #ifdef MREMAP_DONTUNMAP
+  if (!move_keeps_source()) return 0;
   if (mremap(from, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to) != MAP_FAILED)
     return 1;
   if (map_at((uintptr_t)to, bytes) || errno == EEXIST) return 0;
