@@ -306,7 +306,8 @@ struct hak_slab {
   uint8_t  moved_out;                /* FREE and dirty: its first OS pages already
                                         moved to another class (pool lock)     */
   uint8_t  moved_in;                 /* ranges moved into it since its SuperSlab
-                                        was mapped (pool lock, saturating)     */
+                                        was mapped (its taker, then the pool
+                                        lock; saturating)                      */
   uint32_t freed_ms;                 /* when it became FREE (pool lock)        */
   uintptr_t start;                   /* first block                            */
   struct hak_slab *next;             /* shared partial list / SuperSlab free   */
@@ -544,7 +545,7 @@ struct hak_stats {
   X(bytes_purged,       NONE, KIB,   "purged",      "bytes of free pages given back to the OS") \
   X(purge_calls,        NONE, COUNT, "purge calls", "madvise calls that gave pages back") \
   X(bytes_reused,       NONE, KIB,   "reused",      "released slabs, span pages and cached Large ranges handed out again") \
-  X(bytes_moved,        NONE, KIB,   "moved",       "resident pages of free slabs moved to another class's fresh slab (HAKMEM_PAGE_MOVES)")
+  X(bytes_moved,        NONE, KIB,   "moved",       "resident pages of free slabs and span runs moved to another class's fresh slab or span run (HAKMEM_PAGE_MOVES)")
 #define HAK_GAUGE_PEAK_FIELD_PEAK(name) _Atomic int64_t name##_peak;
 #define HAK_GAUGE_PEAK_FIELD_NONE(name)
 struct hak_gauges {
@@ -710,6 +711,7 @@ void   _hak_superslab_release_slab(struct hak_slab *s);
  * resident pages of free slabs and span runs into fresh slabs and runs. */
 bool   _hak_superslab_fill(struct hak_slab *s);   /* false: a hole, s is lost */
 unsigned _hak_superslab_move_budget(void);        /* ranges a recipient may take now */
+uint32_t _hak_superslab_give_age_ms(void);         /* free this long before giving */
 size_t _hak_superslab_give(uintptr_t at, size_t need, unsigned skip, unsigned budget, unsigned *calls, int *failed);
 void   _hak_superslab_moved(long ranges, size_t bytes, int failed);   /* counts; ranges < 0: unmapped */
 struct hak_purge_policy;
@@ -858,7 +860,7 @@ void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry l
   X(LARGE_CACHE_LIVE_PCT, NUMBER, 100, 0, 1000, NULL, "percent of the live Large bytes the cache may keep when that is more than HAKMEM_LARGE_CACHE_MB") \
   X(PURGE_DELAY_MS,  NUMBER, 50, 0, 60000, NULL, "ms before a free slab or cached Large range goes back to the OS, and an untouched thread list to the slabs") \
   X(EMPTY_KEEP,      NUMBER,  1, 0, 64, NULL,   "empty SuperSlabs per class kept committed for reuse") \
-  X(PAGE_MOVES,      NUMBER, 1024, 0, HAK_PAGE_MOVES_MAX, NULL, "page ranges moved from free slabs of other classes into fresh slabs that may be outstanding (each may cost two kernel mappings; 0: no moves)") \
+  X(PAGE_MOVES,      NUMBER, 1024, 0, HAK_PAGE_MOVES_MAX, NULL, "page ranges moved from other classes' free slabs and free span runs into fresh slabs and span runs that may be outstanding (each may cost two kernel mappings; 0: no moves)") \
   X(PAGE_SIZE,       NUMBER, -1, HAK_PAGE_MIN, HAK_PAGE_MAX, "kernel", "bytes of the page hakmem maps, purges and guards in: a power of two from the kernel's page to 65536 (kernel: the kernel's)") \
   X(LIMIT_MB,        NUMBER,  0, 0, 100000000, "cgroup", "MiB hakmem may keep mapped (0: no limit); cgroup: the memory.max of the process's cgroup v2") \
   X(LIMIT,           ENUM,    0, 0, 1, "soft|hard", "soft: past HAKMEM_LIMIT_MB hakmem trims before it maps more; hard: and then fails the allocation (ENOMEM)") \
@@ -868,8 +870,8 @@ void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry l
   X(PROF_SIGNAL,     ENUM,    0, 0, 31, HAK_SIGNAL_NAMES, "signal on which the profile is written to HAKMEM_PROF_FILE.N (by the next slow path)") \
   X(PROF_FILE,       PATH,    0, 0, 0, NULL,    "the profile's path (%p: the process id); default hakmem-prof.%p.heap") \
   X(PRINT_OPTIONS,   BOOL,    0, 0, 1, NULL,    "1: print this table with current values at start-up")
-#define HAK_OPT_LIST_MAX HAK_NL2
-#define HAK_PAGE_MOVES_MAX 16384               /* HAKMEM_PAGE_MOVES's maximum */               /* items a LIST option holds */
+#define HAK_OPT_LIST_MAX HAK_NL2               /* items a LIST option holds */
+#define HAK_PAGE_MOVES_MAX 16384               /* HAKMEM_PAGE_MOVES's maximum */
 /* Linux's signal names in number order (the same on x86-64 and aarch64):
  * word i is signal i (prof.c checks three). */
 #define HAK_SIGNAL_NAMES "0|SIGHUP|SIGINT|SIGQUIT|SIGILL|SIGTRAP|SIGABRT|SIGBUS|SIGFPE|SIGKILL|SIGUSR1|SIGSEGV|" \

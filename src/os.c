@@ -296,14 +296,6 @@ bool _hak_os_move(void *from, size_t bytes, void *to) {
   return true;
 }
 
-/* Moves the resident pages of [from, from + bytes) over [to, to + bytes),
- * both mapped and private: page tables move, nothing is copied, faulted in
- * or zeroed; from stays mapped and reads 0 (MREMAP_DONTUNMAP, Linux 5.7).
- * The kernel unmaps to before it checks the move, so a refused move
- * (an older kernel, the map count limit, RLIMIT_AS) maps fresh pages there
- * again. Returns 1 when moved, 0 when refused (or moves do not keep their
- * source here) with to mapped as before, -1 when to could not be mapped
- * again (left a hole). */
 #ifdef MREMAP_DONTUNMAP
 /* Does a move keep its source mapped? Linux since 5.7 does; an emulator may
  * move the pages and then count the source unmapped (qemu-user 7.2 does:
@@ -329,6 +321,14 @@ static bool move_keeps_source(void) {
 }
 #endif
 
+/* Moves the resident pages of [from, from + bytes) over [to, to + bytes),
+ * both mapped and private: page tables move, nothing is copied, faulted in
+ * or zeroed; from stays mapped and reads 0 (MREMAP_DONTUNMAP, Linux 5.7).
+ * The kernel unmaps to before it checks the move, so a refused move
+ * (an older kernel, the map count limit, RLIMIT_AS) maps fresh pages there
+ * again. Returns 1 when moved, 0 when refused (or moves do not keep their
+ * source here) with to mapped as before, -1 when to could not be mapped
+ * again (left a hole). */
 int _hak_os_move_pages(void *from, size_t bytes, void *to) {
   check_pages(from, bytes);
   check_pages(to, bytes);

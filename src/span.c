@@ -259,7 +259,7 @@ static bool run_fill(uint32_t i, uint32_t len) {
     size_t n = _hak_superslab_give(page_addr(i) + got, need - got, HAK_NCLS, calls + 1, &calls, &failed);
     if (calls == before) break;
     uint32_t at = i + (uint32_t)(got >> HAK_SPAN_PAGE_SHIFT), had = span.moved_n;
-    if (!moved_note(at)) failed = failed ? failed : 1;   /* cannot happen under the cap; stop */
+    if (!moved_note(at)) failed = 1;         /* cannot happen under the cap: stop */
     marked += span.moved_n - had;
     got += n;
   }
@@ -532,24 +532,24 @@ size_t _hak_span_purge(const struct hak_purge_policy *pp) {
 }
 
 /* Pages that move between classes (superslab.c): up to need bytes of the
- * resident pages of free dirty runs free for half the purge delay move to
- * at (whole OS pages), the longest runs first and from their ends (best fit hands out a run's start
- * and the shortest runs first). Only tries the span lock, and looks at 64
- * runs at most. Returns the bytes moved; counts the moves in *calls (up to
- * budget); *failed
- * as _hak_os_move_pages says (0 moved, 1 refused, 2 a hole left at at). */
+ * resident pages of free dirty runs old enough to give move to at (whole
+ * OS pages), the longest runs first and from their ends (best fit hands
+ * out a run's start and the shortest runs first). Only tries the span
+ * lock, and looks at 64 runs at most. Returns the bytes moved; counts the
+ * moves in *calls (up to budget); *failed: 1 when the kernel refused a
+ * move, 2 when a refused move left a hole at at. */
 size_t _hak_span_give(uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed) {
   if (!atomic_load_explicit(&span.opened, memory_order_acquire) || !hak_trylock(&_hak_lock_set.span)) return 0;
   size_t moved = 0;
   unsigned looked = 0;
-  uint32_t now = _hak_os_now_ms(), age = (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS) / 2;
+  uint32_t now = _hak_os_now_ms(), age = _hak_superslab_give_age_ms();
   for (unsigned b = SPAN_BUCKETS; b-- > 0 && moved < need && !*failed && looked < 64 && *calls < budget; ) {
     unsigned bucket = (b + 1) % SPAN_BUCKETS;            /* bucket 0 (the longest) first */
     for (uint32_t i = span.bucket[bucket]; i != SPAN_NONE && moved < need && looked < 64 && *calls < budget;
          i = span.page[i].next) {
       struct span_page *e = &span.page[i];
       looked++;
-      if (!e->dirty || e->unmapped || now - e->freed_ms < age) continue;   /* as superslab.c's slabs */
+      if (!e->dirty || e->unmapped || now - e->freed_ms < age) continue;
       uint32_t left = e->len - e->moved;
       size_t n = (size_t)left << HAK_SPAN_PAGE_SHIFT;
       if (n > need - moved) n = need - moved;

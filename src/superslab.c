@@ -7,9 +7,9 @@
  * class's pool lock. */
 #include "hakmem_internal.h"
 
-/* Pages that move between classes (below): the classes that may have a
- * dirty released slab, the moved ranges still mapped as moved, and whether
- * the kernel refused a move (then none is tried again). */
+/* Pages that move between classes (below): the classes a purge pass left
+ * released slabs, the moved ranges still mapped as moved, and whether the
+ * kernel refused a move (then none is tried again). */
 static _Atomic uint64_t donor_classes;
 static _Atomic long moved_ranges;
 static _Atomic bool moves_refused;
@@ -198,12 +198,12 @@ static void slab_pages(const struct hak_slab *s, uintptr_t *from, uintptr_t *to)
   if (*to < *from) *to = *from;
 }
 
-/* Released slabs give their pages once they have waited half the purge
- * delay: one released more recently may be taken back by its own class
- * (threads that exit and are replaced reuse each other's slabs; a pass
- * spares as many as the class took), and the purge would give an older
- * one to the OS anyway. */
-static uint32_t give_age_ms(void) { return (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS) / 2; }
+/* Released slabs and free span runs give their pages once they have waited
+ * half the purge delay: one freed more recently may be taken back by its
+ * own class (threads that exit and are replaced reuse each other's slabs;
+ * a pass spares as many as the class took), and the purge would give an
+ * older one to the OS anyway. */
+uint32_t _hak_superslab_give_age_ms(void) { return (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS) / 2; }
 
 /* Moves up to need bytes of pool d's dirty released slabs old enough to
  * give (pool d locked) to at, newest first, looking at 32 entries of the
@@ -215,7 +215,7 @@ static uint32_t give_age_ms(void) { return (uint32_t)_hak_options_get(HAK_OPT_PU
  * refused a move, 2 when a refused move left a hole at at. */
 static size_t move_from(unsigned d, uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed) {
   struct hak_pool *pool = &_hak_slab_pools[d];
-  uint32_t now = _hak_os_now_ms(), age = give_age_ms();
+  uint32_t now = _hak_os_now_ms(), age = _hak_superslab_give_age_ms();
   size_t moved = 0;
   unsigned looked = 0;
   struct hak_slab *s, **link = &pool->released;
