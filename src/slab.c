@@ -105,7 +105,7 @@ static void carve_next(const struct hak_slab *s, struct carve_walk *w) {
   else w->k = w->base + (uint32_t)((w->first + (uint64_t)w->j * w->stride) % w->n);
 }
 
-/* Carves up to m more blocks of s (m >= 1, below what is left) onto the
+/* Carves up to m more blocks of s (m >= 1, s not fully carved) onto the
  * front of *list, chained in carve order. Returns the blocks carved. */
 static unsigned carve_blocks(struct hak_slab *s, uint32_t size, unsigned m, void **list) {
   struct carve_walk w;
@@ -127,11 +127,12 @@ static unsigned carve_blocks(struct hak_slab *s, uint32_t size, unsigned m, void
   return n;
 }
 #else
-/* Carves up to m more blocks of s (m >= 1) onto the front of *list in
- * address order from block carved + carve_first, wrapping once at the
- * capacity: one or two runs of neighbours, each block linked to the next
- * (slab_pop's hottest loop when a program allocates a large batch: xmllint
- * carves 800 thousand blocks). Returns the blocks carved. */
+/* Carves up to m more blocks of s (m >= 1, s not fully carved) onto the
+ * front of *list in address order from block carved + carve_first,
+ * wrapping once at the capacity: one or two runs of neighbours, each block
+ * linked to the next (slab_pop's hottest loop when a program allocates a
+ * large batch: xmllint carves 800 thousand blocks). Returns the blocks
+ * carved. */
 static unsigned carve_blocks(struct hak_slab *s, uint32_t size, unsigned m, void **list) {
   uint32_t left = s->capacity - s->carved;
   unsigned n = m < left ? m : left;
