@@ -540,11 +540,11 @@ size_t _hak_span_purge(const struct hak_purge_policy *pp) {
 
 /* Pages that move between classes (superslab.c): a recipient's walk. */
 struct span_give {
-  uintptr_t at;
-  size_t need, moved;
-  unsigned budget, looked, *calls;
-  int *failed;
-  uint32_t now, age;
+  uintptr_t at;                      /* where the pages go                  */
+  size_t need, moved;                /* bytes asked for, bytes moved so far */
+  unsigned budget, looked, *calls;   /* moves allowed; runs looked at; moves made */
+  int *failed;                       /* as _hak_span_give's                 */
+  uint32_t now, age;                 /* a run gives once free for age ms    */
 };
 
 static bool give_more(const struct span_give *g) {
