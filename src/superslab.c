@@ -242,7 +242,7 @@ static size_t move_from(unsigned d, uintptr_t at, size_t need, unsigned budget, 
     *link = s->next_released;
     s->on_released = 0;
   }
-  if (moved < need && *calls < budget && !*failed)   /* nothing more to give until the next pass */
+  if (!*link)                      /* walked to the end: nothing more to give until the next pass */
     atomic_fetch_and_explicit(&donor_classes, ~(1ull << d), memory_order_relaxed);
   return moved;
 }
