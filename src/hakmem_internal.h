@@ -19,10 +19,9 @@
  *   front.c     the thread front of every class below Large: per-thread LIFO
  *               lists with a capacity (Tiny caps, the L2 / L2.5 ring caps),
  *               refilled and spilled in batches, idle lists released
- *   span.c      the span heap: blocks of 40 KiB to 1 MiB, and Large blocks
- *               up to 4 MiB, as page runs of one shared slot
- *   large.c     Large blocks (> 1 MiB): span runs up to 4 MiB, above one
- *               mapping each and a range cache
+ *   span.c      the span heap: blocks of 40 KiB to 1 MiB as page runs of one
+ *               shared slot
+ *   large.c     Large blocks (> 1 MiB): one mapping each, a range cache
  *   heap.c      first-class heaps (hak_heap_new ...): segments and mappings
  *               of their own, found by the slow free; destroy and delete
  *   purge.c     when free memory goes back to the OS: SuperSlabs, span heap
@@ -446,7 +445,7 @@ extern struct hak_pool _hak_slab_pools[HAK_NCLS];
   X(HEAPS,  "heaps",  _hak_lock_set.heaps, 1, 0, "thread.c: the registry of thread heaps") \
   X(POOL,   "pool",   _hak_slab_pools[0].lock, HAK_NCLS, sizeof(struct hak_pool), \
     "slab.c: a class's shared pool, its SuperSlabs and regions (one per class)") \
-  X(SPAN,   "span",   _hak_lock_set.span, 1, 0, "span.c: the span heap (every refill and spill of 40 KiB to 1 MiB, every Large block up to 4 MiB)") \
+  X(SPAN,   "span",   _hak_lock_set.span, 1, 0, "span.c: the span heap (every refill and spill of 40 KiB to 1 MiB)") \
   X(SLOT,   "slot",   _hak_lock_set.slot, 1, 0, "region.c: claiming a 4 GiB slot for a region") \
   X(LARGE,  "large",  _hak_lock_set.large, 1, 0, "large.c: Large blocks and the range cache (every Large free, every foreign-pointer probe)") \
   X(HEAP,   "user_heaps", _hak_lock_set.user_heaps, 1, 0, "heap.c: first-class heaps' segment map, free headers and heaps, orphan segments") \
@@ -674,7 +673,7 @@ void  *_hak_os_map_table_at(uintptr_t addr, size_t bytes);
 void   _hak_os_unmap(void *p, size_t bytes);
 void   _hak_os_purge(void *p, size_t bytes);     /* give pages back, keep range */
 void   _hak_os_zero(void *p, size_t bytes);      /* the same for a table: reads 0 again */
-void  *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes, bool away);
+void  *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes);
 bool   _hak_os_move(void *from, size_t bytes, void *to);  /* mremap to a fixed place */
 int    _hak_os_move_pages(void *from, size_t bytes, void *to);  /* from stays mapped; 1, 0 or -1 */
 void  *_hak_os_meta_alloc(size_t bytes);          /* zeroed, never freed      */
@@ -799,15 +798,6 @@ int    _hak_span_class(const void *p);            /* -1: not a block start, -2: 
 bool   _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
 size_t _hak_span_purge(const struct hak_purge_policy *pp);
 size_t _hak_span_give(uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed);  /* page moves */
-/* Large blocks of up to HAK_LARGE_RUN_MAX bytes are runs of the heap too
- * (large.c): taken and freed whole, under the span lock, no system call
- * while free runs fit. */
-#define HAK_LARGE_RUN_MAX   ((size_t)4 << 20)
-void  *_hak_span_large_take(size_t bytes, size_t *dirty);   /* NULL: full */
-size_t _hak_span_large_bytes(const void *p);    /* 0: p starts no Large run */
-size_t _hak_span_large_free(void *p);           /* bytes; 0: not one, SIZE_MAX: freed */
-bool   _hak_span_large_resize(void *p, size_t bytes);   /* in place; false: move */
-void   _hak_span_large_moved(void *p);            /* its pages moved out: free */
 struct hak_span_stats {
   uint64_t run_bytes;       /* pages in runs, used or free                  */
   uint64_t mapped_bytes;    /* pages mapped (runs and room above them)      */

@@ -1,28 +1,19 @@
-/* large.c — Large blocks (> 1 MiB, or alignments no class can give).
- *
- * Blocks of up to HAK_LARGE_RUN_MAX (4 MiB) are runs of the span heap
- * (span.c): no mapping, no table entry, no system call while its free runs
- * fit, one lock a malloc and one a free (a mapping a block cost mmap, mremap
- * and munmap under the kernel's mmap lock, and their TLB shootdowns:
- * docs/experiments.md, "Large blocks as span runs"). A run that cannot grow
- * in place moves out, with its pages, to a mapping of its own.
- *
- * Bigger blocks (runs too when the span slot is full, and every block of the
- * hardened build) are one mapping each, whole OS pages at an OS page
- * boundary, their metadata out of band in a hash table keyed by the block
- * address (the ownership map of this tier: O(1), never touching the block).
- * Freed blocks stay resident in a cache of page ranges bounded in bytes by
- * the larger of HAKMEM_LARGE_CACHE_MB and HAKMEM_LARGE_CACHE_LIVE_PCT of the
- * live Large bytes, so a program that keeps more in big buffers may keep
- * more for their replacements; what is not reused goes back after the purge
- * delay, but as many bytes as the tier handed out since the last pass stay
- * (_hak_large_expire). A new block is cut from the best fitting range (one
- * of run size too, while the cache holds ranges); when no range is big
- * enough, cached ranges are moved (mremap, their pages with them) into a
- * fresh mapping of the block's size, so reuse costs no page faults whatever
- * the sizes. A growing realloc extends into the range after the block; with
- * nothing cached, it moves by mremap. Each range knows how far its pages may
- * have been written (dirty): calloc zeroes only that much. */
+/* large.c — Large blocks (> 1 MiB, or alignments no class can give): one
+ * mapping per block, whole OS pages at an OS page boundary, its metadata
+ * out of band in a hash table keyed by the block address (the ownership
+ * map of this tier: O(1), never touching the block). Freed blocks stay
+ * resident in a cache of page ranges
+ * bounded in bytes by the larger of HAKMEM_LARGE_CACHE_MB and
+ * HAKMEM_LARGE_CACHE_LIVE_PCT of the live Large bytes, so a program that
+ * keeps more in big buffers may keep more for their replacements; what is
+ * not reused goes back after the purge delay, but as many bytes as the tier
+ * handed out since the last pass stay (_hak_large_expire). A new block is cut from the
+ * best fitting range; when no range is big enough, cached ranges are moved
+ * (mremap, their pages with them) into a fresh mapping of the block's size,
+ * so reuse costs no page faults whatever the sizes. A growing realloc
+ * extends into the range after the block; with nothing cached, it moves by
+ * mremap. Each range knows how far its pages may have been written
+ * (dirty): calloc zeroes only that much. */
 #include "hakmem_internal.h"
 
 #include <errno.h>
@@ -41,23 +32,13 @@ struct large_entry { uintptr_t addr; size_t bytes; size_t dirty; uint32_t freed_
  * A realloc moves the block (the guard page stays with its range). */
 #define HAK_LARGE_GUARD (HAK_HARDENED ? _hak_os_page : 0)
 
-/* Blocks of up to HAK_LARGE_RUN_MAX bytes are runs of the span heap
- * (span.c), at an OS page boundary: no mapping of their own, no entry in
- * the table, no system call while the heap's free runs fit them (the
- * hardened build's guard pages need mappings of their own). */
-static bool run_sized(size_t bytes, size_t align) {
-  return !HAK_LARGE_GUARD && bytes <= HAK_LARGE_RUN_MAX && align <= _hak_os_page;
-}
-
-static bool in_span_slot(const void *p) { return (uintptr_t)p >> HAK_REGION_SHIFT == HAK_SPAN_SLOT; }
-
 /* Live blocks: open addressing, linear probing, backward-shift deletion. */
 static struct large_entry *table;
 static size_t table_cap, table_count, live_bytes;
 
 #define HAK_LARGE_CACHE_SLOTS 32
 static struct large_entry cache[HAK_LARGE_CACHE_SLOTS];
-static unsigned cache_count;       /* written under the lock, read without it by _hak_large_alloc */
+static unsigned cache_count;
 static size_t cache_bytes;
 static size_t taken_bytes;          /* bytes of blocks handed out since the last expiry pass */
 
@@ -123,8 +104,7 @@ static struct hak_stats *thread_stats(void) {
 /* The cache holds resident page ranges (freed blocks, their tails, split
  * remainders), oldest first. Lock held for all of these. */
 static void cache_drop(unsigned i) {
-  __atomic_store_n(&cache_count, cache_count - 1, __ATOMIC_RELAXED);
-  memmove(&cache[i], &cache[i + 1], (cache_count - i) * sizeof cache[0]);
+  memmove(&cache[i], &cache[i + 1], (--cache_count - i) * sizeof cache[0]);
 }
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
@@ -211,8 +191,7 @@ static void cache_put(uintptr_t addr, size_t bytes, size_t dirty) {
     struct large_entry old = cache_cut(0, cache[0].bytes);
     unmap_block(old.addr, old.bytes);
   }
-  cache[cache_count] = (struct large_entry){ addr, bytes, dirty, _hak_os_now_ms() };
-  __atomic_store_n(&cache_count, cache_count + 1, __ATOMIC_RELAXED);
+  cache[cache_count++] = (struct large_entry){ addr, bytes, dirty, _hak_os_now_ms() };
   cache_bytes += bytes;
   atomic_fetch_add(&_hak_stats_gauges.bytes_large_cached, (int64_t)bytes);
 }
@@ -246,28 +225,6 @@ static struct large_entry large_map(size_t bytes, size_t align, const struct lar
   return (struct large_entry){ (uintptr_t)p, bytes, dirty, 0 };
 }
 
-/* The bytes in use and in Large blocks change by delta. */
-static void gauges_add(int64_t delta) {
-  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, delta);
-  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_large, &_hak_stats_gauges.bytes_large_peak, delta);
-}
-
-/* The gauges and counters of a block handed out; zeroes it for calloc. */
-static void *large_handout(void *p, size_t n, size_t bytes, size_t dirty, bool zero, size_t reused) {
-  if (zero) memset(p, 0, min_size(n, dirty));   /* past dirty the pages read 0 */
-  gauges_add((int64_t)bytes);
-  struct hak_stats *st = thread_stats();
-  if (st) { st->large_allocs++; st->large_cache_hits += reused != 0; }
-  return p;
-}
-
-/* A Large block of bytes as a span run (NULL: the span slot is full). */
-static void *run_take(size_t n, size_t bytes, bool zero) {
-  size_t dirty;
-  void *r = _hak_span_large_take(bytes, &dirty);
-  return r ? large_handout(r, n, bytes, dirty, zero, bytes - dirty) : NULL;
-}
-
 /* A block has at least one OS page, also for n == 0 (a zero-size aligned
  * request): a block of 0 bytes would read as "not ours" (_hak_large_usable)
  * and its range would stay in the cache, to be handed out again. */
@@ -277,55 +234,37 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   size_t bytes = n ? hak_page_up(n) : page;
   if (bytes < n || bytes + HAK_LARGE_GUARD > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   bytes += HAK_LARGE_GUARD;
-  bool run = run_sized(bytes, align);
-  if (run && !__atomic_load_n(&cache_count, __ATOMIC_RELAXED)) {   /* nothing cached: no Large lock */
-    void *r = run_take(n, bytes, zero);
-    if (r) return r;
-    run = false;                                  /* the span slot is full: a mapping */
-  }
   struct large_entry e = { 0, 0, 0, 0 }, parts[HAK_LARGE_CACHE_SLOTS];
   unsigned nparts = 0;
   hak_lock(&_hak_lock_set.large);
   int i = cache_best_fit(bytes, align);
   bool cached = i >= 0;
   if (cached) e = cache_cut((unsigned)i, bytes);
-  else if (align == page && !run) nparts = cache_take_largest(bytes, parts);
+  else if (align == page) nparts = cache_take_largest(bytes, parts);
   hak_unlock(&_hak_lock_set.large);
-  if (!cached && run) {                           /* the span heap, else a mapping */
-    void *r = run_take(n, bytes, zero);
-    if (r) return r;
-  }
   size_t reused = cached ? bytes : 0;
   for (unsigned k = 0; k < nparts; k++) reused += parts[k].bytes;
   if (!cached) e = large_map(bytes, align, parts, nparts);
   if (!e.addr) { errno = ENOMEM; return NULL; }
   atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_reused, (int64_t)reused, memory_order_relaxed);
+  if (zero) memset((void *)e.addr, 0, min_size(n, e.dirty));   /* past dirty the pages read 0 */
   if (HAK_LARGE_GUARD) (void)_hak_guard_pages((void *)(e.addr + e.bytes - HAK_LARGE_GUARD), HAK_LARGE_GUARD, true);
   hak_lock(&_hak_lock_set.large);
   bool ok = table_insert(e.addr, e.bytes);
   taken_bytes += ok ? e.bytes : 0;
   hak_unlock(&_hak_lock_set.large);
   if (!ok) { unmap_block(e.addr, e.bytes); errno = ENOMEM; return NULL; }
-  return large_handout((void *)e.addr, n, e.bytes, e.dirty, zero, reused);
-}
-
-static void large_freed(size_t bytes) {
-  gauges_add(-(int64_t)bytes);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, (int64_t)e.bytes);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_large, &_hak_stats_gauges.bytes_large_peak, (int64_t)e.bytes);
   struct hak_stats *st = thread_stats();
-  if (st) st->large_frees++;
+  if (st) { st->large_allocs++; st->large_cache_hits += reused != 0; }
+  return (void *)e.addr;
 }
 
-/* Frees p if it is a live Large block; a block already in the cache (or a
- * free run) is a double free. Returns false when p is not a Large block at
- * all. */
+/* Frees p if it is a live Large block; a block already in the cache is a
+ * double free. Returns false when p is not a Large block at all. */
 bool _hak_large_free(void *p, const char *call) {
   uintptr_t a = (uintptr_t)p;
-  if (in_span_slot(p)) {                          /* a run, or a bad pointer */
-    size_t bytes = _hak_span_large_free(p);
-    if (bytes == SIZE_MAX) _hak_guard_double_free(p, call, 0);
-    if (bytes && bytes != SIZE_MAX) large_freed(bytes);
-    return bytes && bytes != SIZE_MAX;
-  }
   hak_lock(&_hak_lock_set.large);
   struct large_entry *e = table_find(a);
   if (!e) {
@@ -340,12 +279,14 @@ bool _hak_large_free(void *p, const char *call) {
   if (HAK_LARGE_GUARD) (void)_hak_guard_pages((void *)(a + bytes - HAK_LARGE_GUARD), HAK_LARGE_GUARD, false);
   cache_put(a, bytes, dirty);
   hak_unlock(&_hak_lock_set.large);
-  large_freed(bytes);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, -(int64_t)bytes);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_large, &_hak_stats_gauges.bytes_large_peak, -(int64_t)bytes);
+  struct hak_stats *st = thread_stats();
+  if (st) st->large_frees++;
   return true;
 }
 
 size_t _hak_large_usable(const void *p) {
-  if (in_span_slot(p)) return _hak_span_large_bytes(p);
   hak_lock(&_hak_lock_set.large);
   struct large_entry *e = table_find((uintptr_t)p);
   size_t bytes = e ? e->bytes - HAK_LARGE_GUARD : 0;
@@ -360,42 +301,6 @@ static void resize_in_place(struct large_entry *e, size_t bytes) {
   e->dirty = bytes;
 }
 
-/* A run takes bytes in place (span.c): the gauges follow; NULL when it
- * cannot (the caller moves it). */
-static void *run_resize(void *p, size_t bytes) {
-  size_t old = _hak_span_large_bytes(p);
-  if (!_hak_span_large_resize(p, bytes)) return NULL;
-  gauges_add((int64_t)bytes - (int64_t)old);
-  return p;
-}
-
-/* A run that cannot grow in place (or past HAK_LARGE_RUN_MAX) becomes a
- * block of its own, so that its next growths are mremaps too: mremap moves
- * its pages out into a mapping of the new size (one mapping, which a
- * later mremap can grow: pages moved into a mapping made before would be
- * a second one), and the span heap maps the run's pages again (span.c).
- * The table's room is made first and the Large lock held across, so the
- * moved block always gets its entry. NULL when that fails (the caller
- * moves the block). */
-static void *run_move_out(void *p, size_t bytes) {
-  size_t old = _hak_span_large_bytes(p);
-  hak_lock(&_hak_lock_set.large);
-  bool room = (table_count + 1) * 2 <= table_cap || table_grow();
-  void *q = room ? _hak_os_remap(p, old, bytes, true) : NULL;
-  if (q) {
-    (void)table_insert((uintptr_t)q, bytes);     /* cannot fail: room was made */
-    taken_bytes += bytes;
-  }
-  hak_unlock(&_hak_lock_set.large);
-  if (!q) return NULL;
-  HAK_ASSERT(!in_span_slot(q));                   /* away: the run's span pages stay the heap's */
-  _hak_span_large_moved(p);
-  gauges_add((int64_t)bytes - (int64_t)old);
-  struct hak_stats *st = thread_stats();
-  if (st) st->large_remaps++;
-  return q;
-}
-
 /* p is a live Large block; n > HAK_MID_MAX. A shrink leaves the tail in the
  * cache. A growth extends in place into a cached range right after the
  * block; else, when no cached range could take the whole block (a copy into
@@ -405,10 +310,6 @@ void *_hak_large_realloc(void *p, size_t n) {
   if (HAK_LARGE_GUARD) return NULL;               /* the guard page stays where it is: move */
   size_t page = _hak_os_page, bytes = hak_page_up(n);
   if (bytes < n || bytes > PTRDIFF_MAX) return NULL;
-  if (in_span_slot(p)) {                          /* in place, else out with its pages */
-    void *q = bytes <= HAK_LARGE_RUN_MAX ? run_resize(p, bytes) : NULL;
-    return q ? q : run_move_out(p, bytes);
-  }
   hak_lock(&_hak_lock_set.large);
   struct large_entry *e = table_find((uintptr_t)p);
   size_t old = e->bytes, dirty = e->dirty;
@@ -421,7 +322,7 @@ void *_hak_large_realloc(void *p, size_t n) {
     cache_cut((unsigned)i, bytes - old);
     resize_in_place(e, bytes);
   } else if (bytes > old) {
-    q = cache_best_fit(bytes, page) < 0 ? _hak_os_remap(p, old, bytes, false) : NULL;
+    q = cache_best_fit(bytes, page) < 0 ? _hak_os_remap(p, old, bytes) : NULL;
     if (q) {
       table_remove(e);
       table_insert((uintptr_t)q, bytes);   /* cannot fail: a slot was just freed */
@@ -429,7 +330,9 @@ void *_hak_large_realloc(void *p, size_t n) {
   }
   hak_unlock(&_hak_lock_set.large);
   if (!q) return NULL;
-  gauges_add((int64_t)bytes - (int64_t)old);
+  int64_t delta = (int64_t)bytes - (int64_t)old;
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, delta);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_large, &_hak_stats_gauges.bytes_large_peak, delta);
   struct hak_stats *st = thread_stats();
   if (st && q != p) st->large_remaps++;
   return q;

@@ -264,18 +264,16 @@ void _hak_os_zero(void *p, size_t bytes) {
   if (bytes) madvise(p, bytes, MADV_DONTNEED);
 }
 
-/* p's old_bytes become new_bytes (whole OS pages), moved if need be (away:
- * always, to a new place: a span run leaves the span slot, whose free
- * address space after the run the kernel would otherwise grow it into); a
+/* p's old_bytes become new_bytes (whole OS pages), moved if need be; a
  * growth takes its new bytes of the limit. When hakmem's page is bigger
  * than the kernel's, the kernel would move it to an address aligned to its
  * own page only: it goes to a place of hakmem's alignment mapped first. */
-void *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes, bool away) {
+void *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes) {
   check_pages(p, old_bytes | new_bytes);
   size_t grown = new_bytes > old_bytes ? new_bytes - old_bytes : 0;
   if (!mapped_take(grown)) return NULL;
   void *q;
-  if ((_hak_os_page > kernel_page && grown) || away) {
+  if (_hak_os_page > kernel_page && grown) {
     void *to = map_any_aligned(new_bytes, _hak_os_page);
     q = to ? mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, to) : MAP_FAILED;
     if (to && q == MAP_FAILED) munmap(to, new_bytes);

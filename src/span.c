@@ -1,10 +1,8 @@
 /* span.c — the span heap. Blocks of the span classes (HAK_SPAN_FIRST, the
  * 40 KiB bridge class, up to 1 MiB) are not carved from class regions: each
- * is a run of whole OS pages in one shared slot, taken from and given back
- * to one page heap, so the pages one class frees serve any other class at
- * once (with a region per class, every class kept the memory of its own
- * peak: docs/experiments.md). Large blocks of up to HAK_LARGE_RUN_MAX are
- * runs too (large.c: SPAN_LARGE, at their run's first byte). A free
+ * is a run of whole OS pages in one shared slot, taken from and given back to one page heap, so the pages
+ * one class frees serve any other class at once (with a region per class,
+ * every class kept the memory of its own peak: docs/experiments.md). A free
  * run merges with its free neighbours and waits in a bucket by length; its
  * pages go back to the OS after the purge delay, or at malloc_trim, and a
  * purged free run at the top gives back its address space too. The threads'
@@ -32,16 +30,11 @@
 #include <string.h>
 
 #define SPAN_GROW        (2u << 20)          /* bytes mapped at a time            */
-/* Buckets of free runs: [k] holds the runs of k OS pages, from 1 to the
- * longest Large run and one more, [0] the longer ones. */
-#define SPAN_BUCKETS     ((uint32_t)(HAK_LARGE_RUN_MAX / HAK_PAGE_MIN) + 2)
+#define SPAN_BUCKETS     258u                /* free runs of 1..257 OS pages; [0]: longer */
 #define SPAN_NONE        UINT32_MAX
 #define SPAN_BATCH_MAX   64u                 /* runs one take hands out           */
 
-/* SPAN_LARGE: a used run that is a Large block (large.c), not a block of a
- * class: its front entry is 0, it starts at its first page, and it goes
- * back whole (_hak_span_large_free). */
-enum { SPAN_UNSET = 0, SPAN_FREE = 1, SPAN_USED = 2, SPAN_LARGE = 3 };
+enum { SPAN_UNSET = 0, SPAN_FREE = 1, SPAN_USED = 2 };
 
 /* One entry per span page of the slot. Invariants (span_check, debug
  * builds): a run's first and last entries hold its length and state, the
@@ -49,13 +42,12 @@ enum { SPAN_UNSET = 0, SPAN_FREE = 1, SPAN_USED = 2, SPAN_LARGE = 3 };
  * inner entries are unset; runs tile span pages [0, top); a run's start and
  * length are multiples of span.unit; no two free runs touch; a free run is on
  * the bucket of its length; the _hak_span_front entry of a run's first
- * page i (front_of(i)) is HAK_FRONT(class) when the run is a class block's
- * (SPAN_USED), else 0 (free, or a Large block's),
+ * page i (front_of(i)) is HAK_FRONT(class) when the run is used, else 0,
  * and every other entry is 0; an unmapped run is free and
  * not dirty, and runs lie below mapped, in pages the page table maps. */
 struct span_page {
   uint32_t len;             /* run length in span pages                     */
-  uint8_t  state;           /* SPAN_FREE / SPAN_USED / SPAN_LARGE           */
+  uint8_t  state;           /* SPAN_FREE / SPAN_USED                        */
   uint8_t  tail;            /* the last entry of a run of 2 pages or more   */
   uint8_t  dirty;           /* free run: some of its pages may be resident  */
   uint8_t  unmapped;        /* free run: its pages are not mapped (given
@@ -217,17 +209,16 @@ static bool span_map_to(uint32_t end) {
 }
 
 /* The free run that best fits len span pages (whole OS pages): the
- * shortest non-empty bucket from len's up, else the shortest long enough
- * among the longest runs. */
+ * shortest non-empty bucket from len's up, else the first long enough among
+ * the longest runs. */
 static uint32_t best_fit(uint32_t len) {
   for (unsigned b = len >> span.unit_shift; b < SPAN_BUCKETS; b = (b / 64 + 1) * 64) {
     uint64_t bits = span.nonempty[b / 64] >> (b % 64);
     if (bits) return span.bucket[b + (unsigned)__builtin_ctzll(bits)];
   }
-  uint32_t best = SPAN_NONE;
   for (uint32_t j = span.bucket[0]; j != SPAN_NONE; j = span.page[j].next)
-    if (span.page[j].len >= len && (best == SPAN_NONE || span.page[j].len < span.page[best].len)) best = j;
-  return best;
+    if (span.page[j].len >= len) return j;
+  return SPAN_NONE;
 }
 
 static uintptr_t page_addr(uint32_t i) { return SPAN_BASE + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT); }
@@ -239,18 +230,10 @@ static bool pages_remap(uint32_t i, uint32_t len) {
   return true;
 }
 
-static void moved_forget(uint32_t i, uint32_t len);
-
 /* Span pages [i, i + len) are unmapped, and the moved ranges that start
  * there end. */
 static void pages_unmap(uint32_t i, uint32_t len) {
   _hak_os_unmap((void *)page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT);
-  moved_forget(i, len);
-}
-
-/* The moved ranges that start in span pages [i, i + len) end (their pages
- * are gone). */
-static void moved_forget(uint32_t i, uint32_t len) {
   long ranges = 0;
   for (uint32_t k = 0; k < span.moved_n; )
     if (span.moved_at[k] - i < len) { span.moved_at[k] = span.moved_at[--span.moved_n]; ranges++; }
@@ -289,11 +272,9 @@ static bool run_fill(uint32_t i, uint32_t len) {
   return failed < 2;
 }
 
-/* A used run of len span pages for class c (a block of the class), or for
- * a Large block (c == HAK_NCLS: state SPAN_LARGE, front 0, no page moves
- * into it, *dirty set to its span pages from the start that may not read
- * 0); SPAN_NONE when the slot is full or the kernel refuses. */
-static uint32_t run_alloc(uint32_t len, unsigned c, uint32_t *dirty) {
+/* A used run of len span pages for class c, or SPAN_NONE when the slot is full
+ * or the kernel refuses. */
+static uint32_t run_alloc(uint32_t len, unsigned c) {
   uint32_t i = best_fit(len), fresh = SPAN_NONE;   /* where its pages are not resident */
   if (i != SPAN_NONE) {
     struct span_page e = span.page[i];
@@ -323,12 +304,10 @@ static uint32_t run_alloc(uint32_t len, unsigned c, uint32_t *dirty) {
     if (have) { bucket_remove(i); run_clear(i, have); }
     atomic_store_explicit(&span.top, i + len, memory_order_release);
   }
-  bool large = c == HAK_NCLS;
-  run_set(i, len, large ? SPAN_LARGE : SPAN_USED, large ? 0 : HAK_FRONT(c));
+  run_set(i, len, SPAN_USED, HAK_FRONT(c));
   span.page[i].unmapped = 0;                 /* mapped again above, or never unmapped */
   span.page[i].moved = 0;
   span.taken += len;
-  if (large) { *dirty = fresh == SPAN_NONE || fresh > i + len ? len : fresh - i; return i; }
   if (fresh != SPAN_NONE && fresh < i + len && !run_fill(fresh, i + len - fresh))
     return SPAN_NONE;                        /* a hole: the run is never handed out */
   return i;
@@ -336,9 +315,8 @@ static uint32_t run_alloc(uint32_t len, unsigned c, uint32_t *dirty) {
 
 /* Used run i becomes free at now_ms, merged with free neighbours. A free
  * run is mapped or unmapped as a whole: one that merges with an unmapped
- * neighbour gives its own pages (and a mapped neighbour's) back too, as
- * does a run whose pages are gone already (hole: moved out). */
-static void run_free(uint32_t i, uint32_t now_ms, bool hole) {
+ * neighbour gives its own pages (and a mapped neighbour's) back too. */
+static void run_free(uint32_t i, uint32_t now_ms) {
   uint32_t len = span.page[i].len, start = i, total = len;
   uint32_t before = 0, after = 0;
   bool before_hole = false, after_hole = false;
@@ -359,10 +337,9 @@ static void run_free(uint32_t i, uint32_t now_ms, bool hole) {
     run_clear(next, after);
     total += after;
   }
-  if (!before_hole && !after_hole && !hole) { free_run_set(start, total, true, now_ms); return; }
+  if (!before_hole && !after_hole) { free_run_set(start, total, true, now_ms); return; }
   if (before && !before_hole) pages_unmap(start, before);
-  if (hole) moved_forget(i, len);
-  else pages_unmap(i, len);
+  pages_unmap(i, len);
   if (after && !after_hole) pages_unmap(next, after);
   free_run_set(start, total, false, now_ms);
   span.page[start].unmapped = 1;
@@ -378,7 +355,7 @@ static void span_check(void) {
     const struct span_page *e = &span.page[i], *last = &span.page[i + e->len - 1];
     HAK_ASSERT(e->len >= 1 && i + e->len <= top && !e->tail);
     HAK_ASSERT(i % span.unit == 0 && e->len % span.unit == 0);   /* whole OS pages */
-    HAK_ASSERT(e->state == SPAN_FREE || e->state == SPAN_USED || e->state == SPAN_LARGE);
+    HAK_ASSERT(e->state == SPAN_FREE || e->state == SPAN_USED);
     HAK_ASSERT(e->len == 1 || (last->len == e->len && last->state == e->state && last->tail));
     HAK_ASSERT((e->state == SPAN_USED) == (*front_of(i) != 0));
     HAK_ASSERT(!e->unmapped || (e->state == SPAN_FREE && !e->dirty));
@@ -413,7 +390,7 @@ unsigned _hak_span_take(unsigned c, unsigned max, void **chain) {
   if (max > SPAN_BATCH_MAX) max = SPAN_BATCH_MAX;
   hak_lock(&_hak_lock_set.span);
   span_open();
-  while (got < max && (runs[got] = run_alloc(pages, c, NULL)) != SPAN_NONE) got++;
+  while (got < max && (runs[got] = run_alloc(pages, c)) != SPAN_NONE) got++;
   span_check();
   hak_unlock(&_hak_lock_set.span);
   void *list = NULL;
@@ -443,7 +420,7 @@ void _hak_span_return(unsigned c, void *chain) {
     b[1] = NULL;
     uint32_t i = (uint32_t)(((uintptr_t)b - SPAN_BASE) >> HAK_SPAN_PAGE_SHIFT);
     HAK_ASSERT((uintptr_t)b == block_at(i) && span.page[i].state == SPAN_USED && *front_of(i) == HAK_FRONT(c));
-    run_free(i, now, false);
+    run_free(i, now);
   }
   span_check();
   hak_unlock(&_hak_lock_set.span);
@@ -458,119 +435,6 @@ static bool page_of(uintptr_t a, uint32_t *i) {
     return false;
   *i = (uint32_t)(off >> HAK_SPAN_PAGE_SHIFT);
   return true;
-}
-
-/* ---- Large blocks as runs (large.c) ---- */
-
-/* A run of bytes (whole OS pages) for a Large block, at an OS page
- * boundary; *dirty: its bytes from the start that may not read 0. NULL
- * when the slot is full or the kernel refuses. */
-void *_hak_span_large_take(size_t bytes, size_t *dirty) {
-  uint32_t len = (uint32_t)(bytes >> HAK_SPAN_PAGE_SHIFT), d = 0;
-  hak_lock(&_hak_lock_set.span);
-  span_open();
-  uint32_t i = run_alloc(len, HAK_NCLS, &d);
-  span_check();
-  hak_unlock(&_hak_lock_set.span);
-  if (i == SPAN_NONE) return NULL;
-  *dirty = (size_t)d << HAK_SPAN_PAGE_SHIFT;
-  return (void *)page_addr(i);
-}
-
-/* The run in state that starts at p (a page boundary): its page (true). */
-static bool run_at(uintptr_t p, uint32_t *i, unsigned state) {
-  return page_of(p, i) && p == page_addr(*i) &&
-         __atomic_load_n(&span.page[*i].state, __ATOMIC_RELAXED) == state;
-}
-
-static size_t run_bytes(uint32_t i) {
-  return (size_t)__atomic_load_n(&span.page[i].len, __ATOMIC_RELAXED) << HAK_SPAN_PAGE_SHIFT;
-}
-
-/* The bytes of the live Large run at p; 0 when p does not start one. */
-size_t _hak_span_large_bytes(const void *p) {
-  uint32_t i;
-  return run_at((uintptr_t)p, &i, SPAN_LARGE) ? run_bytes(i) : 0;
-}
-
-/* Does p start a free run (freed before)? */
-static bool freed_run_at(uintptr_t p) {
-  uint32_t i;
-  return run_at(p, &i, SPAN_FREE) && !__atomic_load_n(&span.page[i].tail, __ATOMIC_RELAXED);
-}
-
-/* Frees the live Large run at p: its bytes; 0 when p starts no such run,
- * SIZE_MAX when p starts a free one (a double free). */
-size_t _hak_span_large_free(void *p) {
-  uint32_t i, now = _hak_os_now_ms();
-  size_t bytes = 0;
-  hak_lock(&_hak_lock_set.span);
-  if (run_at((uintptr_t)p, &i, SPAN_LARGE)) {
-    bytes = run_bytes(i);
-    run_free(i, now, false);
-  } else if (freed_run_at((uintptr_t)p)) {
-    bytes = SIZE_MAX;
-  }
-  span_check();
-  hak_unlock(&_hak_lock_set.span);
-  return bytes;
-}
-
-/* The live Large run at p whose pages moved out (mremap: they are a
- * mapping of their own now, large.c) is free: its span pages are mapped
- * again, or when the kernel refuses, it is a hole (an unmapped free run). */
-void _hak_span_large_moved(void *p) {
-  uint32_t i, now = _hak_os_now_ms();
-  hak_lock(&_hak_lock_set.span);
-  if (run_at((uintptr_t)p, &i, SPAN_LARGE)) run_free(i, now, !pages_remap(i, span.page[i].len));
-  span_check();
-  hak_unlock(&_hak_lock_set.span);
-}
-
-/* The live Large run at p takes bytes (whole OS pages) in place: a shrink
- * frees its tail; a growth takes the head of the free run after it, or
- * the pages above the top. False when p starts no live Large run or the
- * pages after it are not free (the caller moves the block). */
-bool _hak_span_large_resize(void *p, size_t bytes) {
-  uint32_t i, len = (uint32_t)(bytes >> HAK_SPAN_PAGE_SHIFT), now = _hak_os_now_ms();
-  bool done = false;
-  hak_lock(&_hak_lock_set.span);
-  if (run_at((uintptr_t)p, &i, SPAN_LARGE)) {
-    uint32_t old = span.page[i].len, next = i + old;
-    uint32_t top = atomic_load_explicit(&span.top, memory_order_relaxed);
-    if (len <= old) {
-      run_clear(i, old);
-      run_set(i, len, SPAN_LARGE, 0);
-      if (len < old) {                           /* the tail, freed (merges after it) */
-        run_set(i + len, old - len, SPAN_LARGE, 0);
-        run_free(i + len, now, false);
-      }
-      done = true;
-    } else if (next < top && span.page[next].state == SPAN_FREE && !span.page[next].unmapped &&
-               old + span.page[next].len >= len) {
-      struct span_page e = span.page[next];
-      bucket_remove(next);
-      run_clear(next, e.len);
-      run_clear(i, old);
-      if (old + e.len > len) {                   /* the rest, with the moved pages at its end */
-        uint32_t rest = old + e.len - len;
-        free_run_set(i + len, rest, e.dirty, e.freed_ms);
-        span.page[i + len].moved = e.moved < rest ? e.moved : 0;
-      }
-      run_set(i, len, SPAN_LARGE, 0);
-      span.taken += len - old;
-      done = true;
-    } else if (next == top && span_map_to(i + len)) {
-      run_clear(i, old);
-      run_set(i, len, SPAN_LARGE, 0);
-      atomic_store_explicit(&span.top, i + len, memory_order_release);
-      span.taken += len - old;
-      done = true;
-    }
-  }
-  span_check();
-  hak_unlock(&_hak_lock_set.span);
-  return done;
 }
 
 /* p's class when p is a used block start of the span heap; -1 when p is not
@@ -597,13 +461,7 @@ bool _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
     e = &span.page[i];
   }
   unsigned front = __atomic_load_n(front_of(i), __ATOMIC_RELAXED);
-  unsigned state = __atomic_load_n(&e->state, __ATOMIC_RELAXED);
-  if (state == SPAN_LARGE) {
-    *start = page_addr(i);
-    *bytes = (size_t)len << HAK_SPAN_PAGE_SHIFT;
-    return a >= *start && a < *start + *bytes;
-  }
-  if (state != SPAN_USED || front == 0) return false;
+  if (__atomic_load_n(&e->state, __ATOMIC_RELAXED) != SPAN_USED || front == 0) return false;
   *start = block_at(i);
   *bytes = _hak_classes[(front - 1) % HAK_NCLS].size;
   return a >= *start && a < *start + *bytes;
@@ -639,17 +497,6 @@ static void span_unmap_top(void) {
   }
 }
 
-/* The purge's order of buckets: 1 up, then 0 as SPAN_BUCKETS. The first
- * non-empty one from b on in that order; past the last, SPAN_BUCKETS + 1. */
-static unsigned nonempty_from(unsigned b) {
-  if (b > SPAN_BUCKETS) return b;
-  for (; b < SPAN_BUCKETS; b = (b / 64 + 1) * 64) {
-    uint64_t bits = span.nonempty[b / 64] >> (b % 64);
-    if (bits) return b + (unsigned)__builtin_ctzll(bits);
-  }
-  return span.nonempty[0] & 1 ? SPAN_BUCKETS : SPAN_BUCKETS + 1;
-}
-
 /* Free runs' pages back to the OS: those free for the delay, or (force)
  * every free run unmapped, address space and all (an address-space limit
  * counts it; run_alloc maps it again)
@@ -666,7 +513,7 @@ size_t _hak_span_purge(const struct hak_purge_policy *pp) {
   uint64_t keep = pp->force ? 0 : span.taken;
   bool left_dirty = false;
   span.taken = 0;
-  for (unsigned b = 1; (b = nonempty_from(b)) <= SPAN_BUCKETS; b++)   /* bucket 0 (the longest) last */
+  for (unsigned b = 1; b <= SPAN_BUCKETS; b++)          /* bucket 0 (the longest) last */
     for (uint32_t i = span.bucket[b % SPAN_BUCKETS]; i != SPAN_NONE; i = span.page[i].next) {
       struct span_page *e = &span.page[i];
       if (pp->force && !e->unmapped) {      /* its address space too (out of memory, malloc_trim) */

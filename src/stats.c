@@ -121,7 +121,7 @@ static void report_text(int fd, const struct hak_stats *st) {
                     _hak_front_max_bytes(HAK_NTINY, HAK_NCLS) >> 10);
   struct hak_span_stats sp;
   _hak_span_stats(&sp);
-  _hak_guard_printf(fd, "  span heap (40 KiB to 4 MiB): %llu KiB in runs, %llu KiB mapped; %llu free runs of %llu KiB, %llu KiB of them not purged yet\n",
+  _hak_guard_printf(fd, "  span heap (40 KiB to 1 MiB): %llu KiB in runs, %llu KiB mapped; %llu free runs of %llu KiB, %llu KiB of them not purged yet\n",
                     (unsigned long long)sp.run_bytes >> 10, (unsigned long long)sp.mapped_bytes >> 10,
                     (unsigned long long)sp.free_runs, (unsigned long long)sp.free_bytes >> 10,
                     (unsigned long long)sp.dirty_bytes >> 10);

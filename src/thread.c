@@ -100,13 +100,9 @@ static struct hak_heap *heap_create(void) {
   return h;
 }
 
-/* No memory for a heap (a limit): what hakmem holds free goes back (the
- * span heap's free runs keep their address space), then one more try. */
 struct hak_heap *_hak_thread_heap(void) {
   struct hak_heap *h = _hak_thread_tls.heap;
-  if (HAK_LIKELY(h != NULL)) return h;
-  h = heap_create();
-  return h || !_hak_purge_all() ? h : heap_create();
+  return HAK_LIKELY(h != NULL) ? h : heap_create();
 }
 
 /* Everything h caches goes back: the front's lists to their slabs, then

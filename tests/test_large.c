@@ -2,9 +2,7 @@
  * cached range is made of the cached ranges' pages (moved, not faulted in
  * again), a churn of big buffers of random sizes faults in few pages once
  * the buffers are there, and calloc zeroes the reused pages but leaves the
- * fresh ones untouched. Blocks of up to 4 MiB (runs of the span heap) are
- * reused whole, grow and shrink in place or move out past 4 MiB with their
- * contents. Contents are checked everywhere: reused pages read
+ * fresh ones untouched. Contents are checked everywhere: reused pages read
  * as written, calloc'd ones as 0. The fault counts run in a child with a
  * purge delay of a minute, so a slow machine cannot expire the cache in
  * between. */
@@ -148,65 +146,12 @@ static void test_churn(void) {
   for (int i = 0; i < SLOTS; i++) free(slot[i]);
 }
 
-/* Blocks of 1 to 4 MiB: page aligned, their usable size as asked rounded
- * to the OS page (HAKMEM_PAGE_SIZE may make it 64 KiB); a freed one is reused without page faults, and calloc of it
- * reads 0; realloc keeps the contents while it grows in place, past 4 MiB
- * (the block moves out of the span heap) and back down. */
-static void test_runs(void) {
-  unsigned char *a = malloc(2 * MiB + 100), *b = malloc(3 * MiB);
-  CHECK(a && b);
-  if (!a || !b) return;
-  CHECKF(((uintptr_t)a | (uintptr_t)b) % PAGE == 0, "Large blocks %p %p are not page aligned", (void *)a, (void *)b);
-  CHECKF(malloc_usable_size(a) >= 2 * MiB + 100 && malloc_usable_size(a) < 2 * MiB + 100 + 65536,   /* an OS page */
-         "usable size %zu of a 2 MiB + 100 block", malloc_usable_size(a));
-  memset(a, 0x3C, 2 * MiB + 100);
-  memset(b, 0x4D, 3 * MiB);
-  free(a);
-  long before = minflt();
-  unsigned char *c = malloc(2 * MiB);
-  CHECK(c != NULL);
-  if (!c) return;
-  memset(c, 0x5E, 2 * MiB);
-  long faults = minflt() - before;
-  CHECKF(faults < (long)(2 * MiB / PAGE / 10), "2 MiB after a freed 2 MiB block: %ld page faults", faults);
-  free(c);
-  unsigned char *z = calloc(1, 2 * MiB);
-  CHECK(z != NULL);
-  if (z) CHECKF(first_not(z, 2 * MiB, 0) == 2 * MiB, "calloc of a reused 2 MiB block: byte %zu is not 0", first_not(z, 2 * MiB, 0));
-  free(z);
-
-  unsigned char *g = malloc(1 * MiB + PAGE);
-  CHECK(g != NULL);
-  if (!g) return;
-  size_t n = 1 * MiB + PAGE;
-  memset(g, 0x11, n);
-  const size_t steps[] = { 2 * MiB, 3 * MiB + 7, 4 * MiB, 6 * MiB, 12 * MiB, 3 * MiB, 1 * MiB + 1 };
-  for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
-    unsigned char *q = realloc(g, steps[k]);
-    CHECK(q != NULL);
-    if (!q) { free(g); return; }
-    size_t kept = n < steps[k] ? n : steps[k];
-    CHECKF(first_not(q, kept, (unsigned char)(0x11 + k)) == kept, "realloc to %zu lost content at byte %zu",
-           steps[k], first_not(q, kept, (unsigned char)(0x11 + k)));
-    g = q;
-    n = steps[k];
-    memset(g, 0x12 + (int)k, n);
-    unsigned char *x[4];                         /* runs around it, written: g must not change */
-    for (int j = 0; j < 4; j++) { x[j] = malloc((size_t)(2 + j % 2) * MiB); if (x[j]) memset(x[j], 0xEE, 2 * MiB); }
-    for (int j = 0; j < 4; j++) free(x[j]);
-  }
-  CHECKF(first_not(b, 3 * MiB, 0x4D) == 3 * MiB, "a live 3 MiB block changed at byte %zu", first_not(b, 3 * MiB, 0x4D));
-  free(g);
-  free(b);
-}
-
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "child") == 0) {
     test_gather();
     test_calloc_of_tails();
     test_calloc_after_usable_written();
     test_churn();
-    test_runs();
     TEST_END();
   }
   pid_t pid = fork();
