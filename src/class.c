@@ -8,7 +8,7 @@
 struct hak_class _hak_classes[HAK_NCLS];
 /* Aligned to 4 KiB only: an alignment of 64 KiB put it in a segment of its
  * own, and Valgrind read no symbols of a program linked with hakmem.a. */
-_Alignas(HAK_PAGE_MIN) hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_MAX + 1];
+_Alignas(HAK_PAGE_MIN) hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_ENTRIES];
 static bool size_table_whole;           /* written whole at start: never released */
 
 /* Block sizes: four classes per doubling (at most 25% apart), plus the L2
@@ -45,6 +45,7 @@ static const uint32_t class_sizes[HAK_NCLS] = {
 _Static_assert(sizeof class_sizes / sizeof class_sizes[0] == HAK_NCLS, "class table size");
 _Static_assert(HAK_COLOR_PAD % 16 == 0 && (HAK_COLOR_PAD & (HAK_COLOR_PAD - 1)) == 0,
                "padded blocks are aligned to the pad, a power of two of 16 B or more");
+_Static_assert(HAK_COLOR_PAD % HAK_TABLE_STEP == 0, "padded sizes stay multiples of the size table's step");
 
 #define HAK_SLAB_TARGET   (64u * 1024)   /* slabs are at least this big ...   */
 #define HAK_SLAB_MIN_BLOCKS 4u           /* ... hold at least 4 blocks ...    */
@@ -81,6 +82,7 @@ static void class_geometry(unsigned c) {
   uint32_t size = class_sizes[c] >= HAK_PAGE_MIN ? class_sizes[c] + HAK_COLOR_PAD : class_sizes[c];
   uint64_t page = _hak_os_page;
   k->size = size;
+  HAK_ASSERT(size % HAK_TABLE_STEP == 0);                 /* the size table's entries hold one class */
   k->tier = c < HAK_NTINY ? HAK_TIER_TINY : c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25;
   if (c >= HAK_SPAN_FIRST) return;
   uint64_t want = size * (uint64_t)HAK_SLAB_MIN_BLOCKS;
@@ -118,15 +120,16 @@ void _hak_class_init(void) {
 #define HAK_TABLE_FILL (HAK_PAGE_MIN / sizeof _hak_class_front_of_size[0])
 _Static_assert(sizeof _hak_class_front_of_size > 2 * HAK_PAGE_MAX, "the table has whole pages to give back");
 
-/* Writes the 4 KiB of _hak_class_front_of_size that hold n. Threads that
- * do it at once write the same values. */
-static void front_of_size_fill(size_t n) {
+/* Writes the 4 KiB of _hak_class_front_of_size that hold entry i (the
+ * sizes up to i * HAK_TABLE_STEP). Threads that do it at once write the
+ * same values. */
+static void front_of_size_fill(size_t i) {
   size_t per_page = HAK_TABLE_FILL;
-  size_t first = n / per_page * per_page, last = first + per_page - 1;
-  if (last > HAK_TABLE_MAX) last = HAK_TABLE_MAX;
+  size_t first = i / per_page * per_page, last = first + per_page - 1;
+  if (last >= HAK_TABLE_ENTRIES) last = HAK_TABLE_ENTRIES - 1;
   unsigned c = 0;
   for (size_t m = first; m <= last; m++) {
-    while (_hak_classes[c].size < m) c++;
+    while (_hak_classes[c].size < m * HAK_TABLE_STEP) c++;
     __atomic_store_n(&_hak_class_front_of_size[m], hak_prim_entry(HAK_FRONT(c)), __ATOMIC_RELAXED);
   }
 }
@@ -137,7 +140,7 @@ static void front_of_size_fill(size_t n) {
 void _hak_class_table_init(void) {
   if (hak_prim_head(0) == NULL) return;
   size_t per_page = HAK_TABLE_FILL;
-  for (size_t n = 0; n <= HAK_TABLE_MAX; n += per_page) front_of_size_fill(n);
+  for (size_t i = 0; i < HAK_TABLE_ENTRIES; i += per_page) front_of_size_fill(i);
   size_table_whole = true;
 }
 
@@ -156,9 +159,10 @@ void _hak_class_table_release(void) {
  * the class tables are written by the initialization. */
 unsigned _hak_class_of_size(size_t n) {
   _hak_thread_init();
-  hak_size_entry_t e = __atomic_load_n(&_hak_class_front_of_size[n], __ATOMIC_RELAXED);
+  size_t i = hak_table_index(n);
+  hak_size_entry_t e = __atomic_load_n(&_hak_class_front_of_size[i], __ATOMIC_RELAXED);
   if (HAK_UNLIKELY(e == 0)) {
-    front_of_size_fill(n);
+    front_of_size_fill(i);
     /* Not read back: a malloc_trim in another thread (one out of memory)
      * may have zeroed the page again, and entry 0 is no class (it read as
      * class 139 and divided by 0 under `ulimit -v` with 4 threads). */

@@ -163,8 +163,18 @@ extern struct hak_class _hak_classes[HAK_NCLS];
 #define HAK_NFRONT       (HAK_NCLS + 1)
 /* The sizes the inline malloc serves: every n up to HAK_TABLE_MAX (every
  * class size); the size table (_hak_class_front_of_size, after the thread
- * front below) names the list of each. */
+ * front below) names the list of each, one entry per HAK_TABLE_STEP bytes
+ * of size: every class size is a multiple of the step (class.c checks it),
+ * so the sizes of one entry, (n + step - 1) / step, share their class. The
+ * step keeps the table small (256 KiB): one entry per byte (4 MiB) made
+ * malloc of sizes spread over 40 KiB-1 MiB miss the cache and the TLB on
+ * the table itself (docs/experiments.md, "The size table by 16 bytes"). */
 #define HAK_TABLE_MAX    HAK_MID_MAX
+#define HAK_TABLE_STEP   16u
+#define HAK_TABLE_ENTRIES (HAK_TABLE_MAX / HAK_TABLE_STEP + 1)
+_Static_assert(HAK_TABLE_MAX % HAK_TABLE_STEP == 0, "the last entry is the largest size's");
+/* The entry of size n <= HAK_TABLE_MAX. */
+static inline size_t hak_table_index(size_t n) { return (n + HAK_TABLE_STEP - 1) / HAK_TABLE_STEP; }
 /* Blocks of 4 KiB and more get HAK_COLOR_PAD bytes more than their class's
  * round size (class.c says why). */
 #ifndef HAK_COLOR_PAD
@@ -588,13 +598,14 @@ _Static_assert(sizeof(struct hak_tls) <= 1024, "keep the thread front's TLS smal
  * written at the top of prim.h. */
 #include "prim.h"
 
-/* The size table: the list of every size n up to HAK_TABLE_MAX, indexed by
- * n itself. An entry is hak_prim_entry(f), f the size's front slot; 0 until
- * the slow path writes the table's page that holds n (_hak_class_of_size),
+/* The size table: the list of every size n up to HAK_TABLE_MAX, at
+ * hak_table_index(n). An entry is hak_prim_entry(f), f the size's front
+ * slot; 0 until the slow path writes the table's page that holds it
+ * (_hak_class_of_size),
  * and entry 0 reads an empty list, so the inline malloc of a size not seen
  * before takes the slow path; only the pages of sizes a program uses become
  * resident. */
-extern hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_MAX + 1];
+extern hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_ENTRIES];
 
 #define HAK_DELAY_MAX 16u              /* hardened build: delayed reuse depth (front.c) */
 #define HAK_WARM_MAX 32                /* build maximum of the warm pool cap    */
@@ -1041,7 +1052,7 @@ HAK_FAST void *hak_malloc_inline(size_t n) {
   return _hak_api_malloc_tracked(n);        /* no fast path: track.h */
 #endif
   if (HAK_LIKELY(n <= HAK_TABLE_MAX)) {
-    void *b = hak_list_pop(HAK_RACY_LOAD(_hak_class_front_of_size[n]));
+    void *b = hak_list_pop(HAK_RACY_LOAD(_hak_class_front_of_size[hak_table_index(n)]));
     if (HAK_LIKELY(b != NULL)) return b;
   }
   return _hak_api_malloc_slow(n);

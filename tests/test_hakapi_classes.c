@@ -93,7 +93,7 @@ static void check_lookup(void) {
     uint32_t size = _hak_classes[c].size;
     bool smallest = c == 0 || _hak_classes[c - 1].size < n;
     bool tight = n < 64 || size * 4 <= n * 5;        /* at most 25% larger */
-    bool table = n > HAK_TABLE_MAX || _hak_class_front_of_size[n] == hak_prim_entry(HAK_FRONT(c));  /* what the inline malloc reads */
+    bool table = n > HAK_TABLE_MAX || _hak_class_front_of_size[hak_table_index(n)] == hak_prim_entry(HAK_FRONT(c));  /* what the inline malloc reads */
     if (size < n || !smallest || !tight || !table) {
       if (bad++ < 5) fprintf(stderr, "n=%zu -> C%u (%u B)\n", n, c, size);
     }
@@ -110,6 +110,7 @@ static void check_table_release(void) {
   size_t first = (((table + page - 1) & ~(page - 1)) - table) / sizeof _hak_class_front_of_size[0];
   size_t last = (((table + sizeof _hak_class_front_of_size) & ~(page - 1)) - table) / sizeof _hak_class_front_of_size[0];
   CHECK(last > first + 1000);
+  CHECK(hak_table_index(1000) < 1000);
   size_t written = 0;
   for (size_t n = first; n < last; n++) written += _hak_class_front_of_size[n] != 0;
   CHECKF(written == 0, "%zu entries still written after malloc_trim", written);
@@ -117,8 +118,8 @@ static void check_table_release(void) {
   CHECK(p != NULL);
   hak_free(p);
   unsigned c = _hak_class_of_size(1000);
-  CHECK(_hak_class_front_of_size[1000] == hak_prim_entry(HAK_FRONT(c)));
-  size_t other = (first > 8192 ? first : 8192) + 808; /* 9000, or as far into the first whole page */
+  CHECK(_hak_class_front_of_size[hak_table_index(1000)] == hak_prim_entry(HAK_FRONT(c)));
+  size_t other = (first > 8192 ? first : 8192) + 808; /* entry 9000 (144,000 B), or as far into the first whole page */
   CHECKF(_hak_class_front_of_size[other] == 0, "entry %zu", other);   /* another 4 KiB: not written */
 }
 

@@ -84,7 +84,7 @@ int main(void) {
   CHECK(hak_prim_head(0) == NULL);
   check_entries();
   unsigned c = _hak_class_of_size(100);               /* the table names the list malloc used */
-  CHECK(_hak_class_front_of_size[100] == hak_prim_entry(HAK_FRONT(c)));
+  CHECK(_hak_class_front_of_size[hak_table_index(100)] == hak_prim_entry(HAK_FRONT(c)));
   hak_free(p);
   if (!HAK_HARDENED) {                                /* (the hardened build delays the free) */
     CHECK(hak_prim_head(hak_prim_entry(HAK_FRONT(c))) == p);   /* the free went on that list */

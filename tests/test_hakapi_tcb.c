@@ -41,7 +41,7 @@ int main(void) {
   CHECK(pthread_join(t, &word) == 0);
   CHECKF(word == NULL, "%%fs:%#x reads %p in a new thread, not 0", HAK_TCB_ZERO, word);
   size_t unwritten = 0;
-  for (size_t n = 0; n <= HAK_TABLE_MAX; n++) unwritten += _hak_class_front_of_size[n] == 0;
+  for (size_t i = 0; i < HAK_TABLE_ENTRIES; i++) unwritten += _hak_class_front_of_size[i] == 0;
   CHECKF(unwritten == 0, "%zu table entries not written", unwritten);
 #endif
   /* Every size the table serves, and the largest class sizes' neighbours. */
