@@ -95,8 +95,8 @@ none:
 /* ---- the portable twin ----------------------------------------------------
  * An entry is the front slot itself; entry 0 reads slot 0's list, which
  * holds no blocks, ever. */
-typedef uint8_t hak_size_entry_t;
-_Static_assert(HAK_NFRONT <= 256, "a front slot fits an entry");
+typedef uint16_t hak_size_entry_t;      /* 2 bytes: the size table keeps whole OS pages to give back */
+_Static_assert(HAK_NFRONT <= UINT16_MAX, "a front slot fits an entry");
 
 HAK_FAST hak_size_entry_t hak_prim_entry(unsigned f) { return (hak_size_entry_t)f; }
 HAK_FAST unsigned hak_prim_front(intptr_t e) { return (unsigned)e; }
