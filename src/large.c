@@ -1,5 +1,6 @@
 /* large.c — Large blocks (> 1 MiB, or alignments no class can give): one
- * mapping per block, whole OS pages at an OS page boundary, its metadata
+ * mapping per block, whole OS pages at an OS page boundary (a block of up
+ * to 4 MiB a whole class, four per doubling: large_class_bytes), its metadata
  * out of band in a hash table keyed by the block address (the ownership
  * map of this tier: O(1), never touching the block). Freed blocks stay
  * resident in a cache of page ranges
@@ -225,13 +226,31 @@ static struct large_entry large_map(size_t bytes, size_t align, const struct lar
   return (struct large_entry){ (uintptr_t)p, bytes, dirty, 0 };
 }
 
+/* malloc gives a block of up to HAK_LARGE_CLASS_MAX a whole class, four
+ * per doubling (1.25, 1.5, 1.75, 2, 2.5, 3, 3.5, 4 MiB: at most 25% over
+ * the request, as below 1 MiB), so that a freed block serves the next
+ * request of its class whole: no cut, no block made of moved ranges, no
+ * system call (docs/experiments.md, "Large blocks of up to 4 MiB in
+ * classes"). Larger blocks take whole pages, and so does realloc: a block
+ * grown by steps would otherwise leave each class's unwritten tail to be
+ * faulted in by the next user of its range. */
+#ifndef HAK_LARGE_CLASS_MAX
+#define HAK_LARGE_CLASS_MAX (4u << 20)
+#endif
+static size_t large_class_bytes(size_t bytes) {
+  if (bytes <= HAK_MID_MAX || bytes > HAK_LARGE_CLASS_MAX) return bytes;
+  unsigned k = 63u - (unsigned)__builtin_clzll((unsigned long long)(bytes - 1));   /* 2^k < bytes <= 2^(k+1) */
+  size_t step = (size_t)1 << (k - 2);
+  return (bytes + step - 1) & ~(step - 1);
+}
+
 /* A block has at least one OS page, also for n == 0 (a zero-size aligned
  * request): a block of 0 bytes would read as "not ours" (_hak_large_usable)
  * and its range would stay in the cache, to be handed out again. */
 void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   size_t page = _hak_os_page;
   if (align < page) align = page;
-  size_t bytes = n ? hak_page_up(n) : page;
+  size_t bytes = n ? large_class_bytes(hak_page_up(n)) : page;
   if (bytes < n || bytes + HAK_LARGE_GUARD > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   bytes += HAK_LARGE_GUARD;
   struct large_entry e = { 0, 0, 0, 0 }, parts[HAK_LARGE_CACHE_SLOTS];

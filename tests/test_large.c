@@ -1,5 +1,6 @@
-/* Large blocks are reused without page faults: a block bigger than any
- * cached range is made of the cached ranges' pages (moved, not faulted in
+/* Large blocks are reused without page faults: a block of up to 4 MiB
+ * takes a whole class and serves the next request of its class; a block
+ * bigger than any cached range is made of the cached ranges' pages (moved, not faulted in
  * again), a churn of big buffers of random sizes faults in few pages once
  * the buffers are there, and calloc zeroes the reused pages but leaves the
  * fresh ones untouched. Contents are checked everywhere: reused pages read
@@ -116,6 +117,45 @@ static void test_calloc_after_usable_written(void) {
   free(s);
 }
 
+/* Blocks of up to 4 MiB take whole classes, four per doubling: the usable
+ * size is the class's (at most 25% over the request), and a freed block
+ * serves the next request of its class at its address, without a page
+ * fault. Larger blocks take whole pages; realloc sizes a block by pages. */
+static void test_classes(void) {
+  static const struct { size_t n, usable; } cases[] = {
+    { MiB + 1, MiB + MiB / 4 }, { MiB + MiB / 4, MiB + MiB / 4 }, { 2 * MiB, 2 * MiB },
+    { 2 * MiB + 1, 2 * MiB + MiB / 2 }, { 3 * MiB + 1, 3 * MiB + MiB / 2 }, { 4 * MiB, 4 * MiB },
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    void *p = malloc(cases[k].n);
+    CHECK(p != NULL);
+    size_t usable = p ? malloc_usable_size(p) : 0;
+    CHECKF(usable == cases[k].usable, "malloc(%zu): usable size %zu, not the class's %zu", cases[k].n, usable, cases[k].usable);
+    free(p);
+  }
+  void *big = malloc(4 * MiB + 1);                 /* past the classes: whole pages */
+  size_t usable = big ? malloc_usable_size(big) : 0;
+  CHECKF(usable > 4 * MiB && usable <= 4 * MiB + 64 * 1024, "malloc(4 MiB + 1): usable size %zu", usable);
+  free(big);
+  malloc_trim(0);                                  /* nothing cached but the block below */
+  size_t first = MiB + 300 * 1024, second = MiB + 200 * 1024;   /* both in the 1.25 MiB class */
+  unsigned char *a = malloc(first);
+  CHECK(a != NULL);
+  if (!a) return;
+  memset(a, 0x5A, first);
+  free(a);
+  long before = minflt();
+  unsigned char *b = malloc(second);
+  CHECKF(b == a, "a freed 1.25 MiB block was not reused whole by the next request of its class");
+  if (!b) return;
+  memset(b, 0x11, malloc_usable_size(b));
+  long faults = minflt() - before;
+  CHECKF(faults < 8, "a block reused whole: %ld page faults", faults);
+  unsigned char *c = realloc(b, MiB + 100 * 1024);
+  CHECKF(c && malloc_usable_size(c) < MiB + MiB / 4, "realloc did not size the block by pages");
+  free(c);
+}
+
 /* 4 buffers of 5 to 25 MiB replaced at random, each written whole: once
  * they are there (and the cache has grown), fewer than one page in twenty
  * written faults in. */
@@ -148,6 +188,7 @@ static void test_churn(void) {
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "child") == 0) {
+    test_classes();
     test_gather();
     test_calloc_of_tails();
     test_calloc_after_usable_written();
