@@ -238,6 +238,7 @@ static struct large_entry large_map(size_t bytes, size_t align, const struct lar
 #define HAK_LARGE_CLASS_MAX (4u << 20)
 #endif
 static size_t large_class_bytes(size_t bytes) {
+  if (HAK_HARDENED) return bytes;                 /* its guard page right after the request's last page */
   if (bytes <= HAK_MID_MAX || bytes > HAK_LARGE_CLASS_MAX) return bytes;
   unsigned k = 63u - (unsigned)__builtin_clzll((unsigned long long)(bytes - 1));   /* 2^k < bytes <= 2^(k+1) */
   size_t step = (size_t)1 << (k - 2);

@@ -18,7 +18,7 @@ kernel=$(getconf PAGESIZE)
 python=$(python3 -c 'import sys; print(sys.executable)')   # itself, not a wrapper: one process
 
 # probe PAGE: valloc(1) and pvalloc(1) are one page of PAGE bytes, aligned
-# to it; malloc(1 MiB + 1) is whole pages.
+# to it; malloc(4 MiB + 1) (above the Large classes) is whole pages.
 probe='import ctypes, sys
 page = int(sys.argv[1])
 libc = ctypes.CDLL(None)
@@ -29,7 +29,7 @@ bad = []
 for name, p in [("valloc", libc.valloc(1)) for _ in range(8)] + [("pvalloc", libc.pvalloc(1))]:
     u = libc.malloc_usable_size(p)
     if p % page or u != page: bad.append(f"{name}(1) = {p:#x}, usable {u}")
-n = (1 << 20) + 1
+n = (4 << 20) + 1
 u = libc.malloc_usable_size(libc.malloc(n))
 if u != (n + page - 1) // page * page: bad.append(f"malloc({n}): usable {u}, not whole pages of {page}")
 print("; ".join(bad) or "ok")'
