@@ -231,15 +231,14 @@ static struct large_entry large_map(size_t bytes, size_t align, const struct lar
  * the request, as below 1 MiB), so that a freed block serves the next
  * request of its class whole: no cut, no block made of moved ranges, no
  * system call (docs/experiments.md, "Large blocks of up to 4 MiB in
- * classes"). Larger blocks take whole pages, and so does realloc: a block
- * grown by steps would otherwise leave each class's unwritten tail to be
- * faulted in by the next user of its range. */
-#ifndef HAK_LARGE_CLASS_MAX
+ * classes"). Larger blocks take whole pages, and so does a block that
+ * realloc resizes in place or moves by mremap: one grown by steps would
+ * otherwise leave each class's unwritten tail to be faulted in by the next
+ * user of its range. The hardened build keeps whole pages: its guard page
+ * follows the request's last page. */
 #define HAK_LARGE_CLASS_MAX (4u << 20)
-#endif
 static size_t large_class_bytes(size_t bytes) {
-  if (HAK_HARDENED) return bytes;                 /* its guard page right after the request's last page */
-  if (bytes <= HAK_MID_MAX || bytes > HAK_LARGE_CLASS_MAX) return bytes;
+  if (HAK_HARDENED || bytes <= HAK_MID_MAX || bytes > HAK_LARGE_CLASS_MAX) return bytes;
   unsigned k = 63u - (unsigned)__builtin_clzll((unsigned long long)(bytes - 1));   /* 2^k < bytes <= 2^(k+1) */
   size_t step = (size_t)1 << (k - 2);
   return (bytes + step - 1) & ~(step - 1);

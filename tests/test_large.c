@@ -1,9 +1,9 @@
 /* Large blocks are reused without page faults: a block of up to 4 MiB
  * takes a whole class and serves the next request of its class; a block
- * bigger than any cached range is made of the cached ranges' pages (moved, not faulted in
- * again), a churn of big buffers of random sizes faults in few pages once
- * the buffers are there, and calloc zeroes the reused pages but leaves the
- * fresh ones untouched. Contents are checked everywhere: reused pages read
+ * bigger than any cached range is made of the cached ranges' pages (moved,
+ * not faulted in again), a churn of big buffers of random sizes faults in
+ * few pages once the buffers are there, and calloc zeroes the reused pages
+ * but leaves the fresh ones untouched. Contents are checked everywhere: reused pages read
  * as written, calloc'd ones as 0. The fault counts run in a child with a
  * purge delay of a minute, so a slow machine cannot expire the cache in
  * between. */
