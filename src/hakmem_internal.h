@@ -323,6 +323,11 @@ struct hak_slab {
   struct hak_slab *next;             /* shared partial list / SuperSlab free   */
   struct hak_slab *next_released;    /* the pool's released stack (pool lock)  */
   struct hak_superslab *ss;
+  /* The heap whose thread holds (or held) this slab's blocks: the one that
+   * last owned it, or last returned blocks to it while it was ownerless. A
+   * hint, compared and never followed (the heap may be gone): adoption
+   * takes such a slab first (_hak_slab_acquire). */
+  _Atomic(const struct hak_heap *) xaffine;
 };
 
 #define HAK_REMOTE_SHIFT 48             /* class regions lie below 2^48 */

@@ -232,6 +232,7 @@ void _hak_slab_detach(struct hak_heap *h, struct hak_slab *s) {
   HAK_ASSERT(atomic_load(&s->xowner) == h);
   _hak_slab_check(s);
   if (h) h->stats.slabs_abandoned++;
+  atomic_store_explicit(&s->xaffine, h, memory_order_relaxed);
   if (take_if_empty(s)) {
     atomic_store(&s->xowner, NULL);
     struct hak_pool *pool = &_hak_slab_pools[s->cls];
@@ -249,16 +250,36 @@ void _hak_slab_detach(struct hak_heap *h, struct hak_slab *s) {
   if (atomic_load(&s->xremote) && atomic_exchange(&s->xlisted, 1) == 0) partial_push(s);
 }
 
-/* A slab for heap h: an ownerless one from the shared pool (adopted), else a
- * fresh one; with fresh_ok false, only an adopted one. NULL when there is
- * none (out of memory, or no ownerless slab). */
+/* Adoption looks at this many of the newest ownerless slabs for one whose
+ * blocks the adopting thread holds (xaffine). Every thread's blocks then
+ * stay in slabs of their own, as in a heap of pages per thread: with
+ * threads that allocate and free the same way (larson), each slab it
+ * adopted by age alone held other threads' live blocks between its own, so
+ * each thread's blocks covered about twice the pages and cache lines
+ * (docs/experiments.md, "Adoption by affinity"). */
+#define HAK_ADOPT_LOOK 16u
+
+/* The link to the slab of the shared pool h should adopt: the first of the
+ * newest HAK_ADOPT_LOOK whose blocks h holds, else the newest. Pool lock
+ * held; the pool is not empty. */
+static struct hak_slab **adopt_link(struct hak_pool *pool, const struct hak_heap *h) {
+  struct hak_slab **link = &pool->partial;
+  for (unsigned k = 0; k < HAK_ADOPT_LOOK && *link; k++, link = &(*link)->next)
+    if (atomic_load_explicit(&(*link)->xaffine, memory_order_relaxed) == h) return link;
+  return &pool->partial;
+}
+
+/* A slab for heap h: an ownerless one from the shared pool (adopted: its
+ * own blocks' first, else the newest), else a fresh one; with fresh_ok
+ * false, only an adopted one. NULL when there is none (out of memory, or
+ * no ownerless slab). */
 struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok, bool *adopted) {
   struct hak_pool *pool = &_hak_slab_pools[c];
   hak_lock(&pool->lock);
-  struct hak_slab *s = pool->partial;           /* the newest ownerless slab */
+  struct hak_slab **link = pool->partial ? adopt_link(pool, h) : &pool->partial, *s = *link;
   if (s) {
     HAK_ASSERT(atomic_load(&s->xowner) == NULL && atomic_load(&s->xlisted) == 1);
-    pool->partial = s->next;
+    *link = s->next;
     npartial_add(pool, -1);
     s->next = NULL;
   }
@@ -317,6 +338,9 @@ void _hak_slab_return(struct hak_heap *h, unsigned c, void *chain) {
       _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, -(int64_t)class_bytes(c, n));
       _hak_slab_check(s);
     } else {
+      if (h && !atomic_load_explicit(&s->xowner, memory_order_relaxed) &&
+          atomic_load_explicit(&s->xaffine, memory_order_relaxed) != h)   /* h's thread holds its blocks */
+        atomic_store_explicit(&s->xaffine, h, memory_order_relaxed);
       remote_push(h, s, head, tail, n);
     }
   }
