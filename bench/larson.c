@@ -12,7 +12,9 @@
  * starts a successor thread that takes over its slots, live blocks included,
  * and exits: the next generation frees what the previous one allocated. After
  * SECONDS the workers stop; ops are malloc and free calls (two per
- * replacement) over the elapsed time. SECONDS may be fractional. */
+ * replacement) over the elapsed time. SECONDS may be fractional. pages= and
+ * mixed_pages= (after the run): the 4 KiB pages holding live blocks, and
+ * those holding blocks of more than one lineage. */
 #include <stdatomic.h>
 
 #include "bench_common.h"
@@ -92,6 +94,36 @@ static void warm_up(bench_slot *all, size_t count, size_t min, size_t max, bench
         replace_block(all, (size_t)bench_rng_below(rng, count), bench_rng_size(rng, min, max));
 }
 
+/* Locality: the 4 KiB pages that hold the start of a live block, and those
+ * among them that hold blocks of more than one lineage (an allocator that
+ * keeps each thread's blocks apart has none; interleaved lineages spread
+ * each thread's working set over more pages and cache lines). Untimed. */
+typedef struct { uintptr_t page; size_t lineage; } block_page;
+
+static int by_page(const void *a, const void *b) {
+    uintptr_t x = ((const block_page *)a)->page, y = ((const block_page *)b)->page;
+    return x < y ? -1 : x > y;
+}
+
+static void count_pages(const bench_slot *all, size_t total, size_t chunks, size_t *pages,
+                        size_t *mixed) {
+    *pages = *mixed = 0;
+    block_page *b = malloc(total * sizeof *b);
+    if (!b)
+        return;
+    for (size_t i = 0; i < total; i++)
+        b[i] = (block_page){ (uintptr_t)all[i].block >> 12, i / chunks };
+    qsort(b, total, sizeof *b, by_page);
+    for (size_t i = 0, j; i < total; i = j) {
+        bool two = false;
+        for (j = i + 1; j < total && b[j].page == b[i].page; j++)
+            two |= b[j].lineage != b[i].lineage;
+        ++*pages;
+        *mixed += two;
+    }
+    free(b);
+}
+
 static void wait_finished(lineage *lines, size_t threads) {
     const struct timespec pause = { 0, 1000000 };
     for (size_t t = 0; t < threads; t++)
@@ -141,12 +173,14 @@ int main(int argc, char **argv) {
         ops += lines[t].ops;
         generations += lines[t].generations;
     }
+    size_t pages, mixed;
+    count_pages(all, total, (size_t)chunks, &pages, &mixed);
     bench_slots_release(all, total);
     free(all);
     free(lines);
     bench_report("larson", ops, seconds, (unsigned)threads,
                  "duration=%g min=%" PRIu64 " max=%" PRIu64 " chunks=%" PRIu64 " rounds=%" PRIu64
-                 " seed=%" PRIu64 " generations=%" PRIu64,
-                 duration, min, max, chunks, rounds, seed, generations);
+                 " seed=%" PRIu64 " generations=%" PRIu64 " pages=%zu mixed_pages=%zu",
+                 duration, min, max, chunks, rounds, seed, generations, pages, mixed);
     return 0;
 }
