@@ -251,17 +251,16 @@ void _hak_slab_detach(struct hak_heap *h, struct hak_slab *s) {
 }
 
 /* Adoption looks at this many of the newest ownerless slabs for one whose
- * blocks the adopting thread holds (xaffine). Every thread's blocks then
- * stay in slabs of their own, as in a heap of pages per thread: with
- * threads that allocate and free the same way (larson), each slab it
- * adopted by age alone held other threads' live blocks between its own, so
- * each thread's blocks covered about twice the pages and cache lines
- * (docs/experiments.md, "Adoption by affinity"). */
+ * blocks the adopting thread holds (xaffine), so that every thread's blocks
+ * stay in slabs of their own, as in a heap of pages per thread. Taken by
+ * age alone, a slab held other threads' live blocks between the adopter's:
+ * in larson each thread's blocks then spread over more pages and cache
+ * lines (docs/experiments.md, "Adoption by affinity"). */
 #define HAK_ADOPT_LOOK 16u
 
 /* The link to the slab of the shared pool h should adopt: the first of the
- * newest HAK_ADOPT_LOOK whose blocks h holds, else the newest. Pool lock
- * held; the pool is not empty. */
+ * newest HAK_ADOPT_LOOK whose blocks h holds, else the newest (NULL when
+ * the pool is empty). Pool lock held. */
 static struct hak_slab **adopt_link(struct hak_pool *pool, const struct hak_heap *h) {
   struct hak_slab **link = &pool->partial;
   for (unsigned k = 0; k < HAK_ADOPT_LOOK && *link; k++, link = &(*link)->next)
@@ -276,7 +275,7 @@ static struct hak_slab **adopt_link(struct hak_pool *pool, const struct hak_heap
 struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok, bool *adopted) {
   struct hak_pool *pool = &_hak_slab_pools[c];
   hak_lock(&pool->lock);
-  struct hak_slab **link = pool->partial ? adopt_link(pool, h) : &pool->partial, *s = *link;
+  struct hak_slab **link = adopt_link(pool, h), *s = *link;
   if (s) {
     HAK_ASSERT(atomic_load(&s->xowner) == NULL && atomic_load(&s->xlisted) == 1);
     *link = s->next;
