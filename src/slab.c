@@ -327,7 +327,8 @@ void _hak_slab_return(struct hak_heap *h, unsigned c, void *chain) {
     void **next;
     while ((next = hak_link_next(tail, c)) && (uintptr_t)next - s->start < slab_bytes) { tail = next; n++; }
     chain = next;
-    if (h && atomic_load_explicit(&s->xowner, memory_order_relaxed) == h) {
+    const struct hak_heap *owner = atomic_load_explicit(&s->xowner, memory_order_relaxed);
+    if (h && owner == h) {
       HAK_ASSERT(heap_holds(h, c, s));
       hak_link_set(tail, s->free);
       s->free = head;
@@ -337,8 +338,7 @@ void _hak_slab_return(struct hak_heap *h, unsigned c, void *chain) {
       _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, -(int64_t)class_bytes(c, n));
       _hak_slab_check(s);
     } else {
-      if (h && !atomic_load_explicit(&s->xowner, memory_order_relaxed) &&
-          atomic_load_explicit(&s->xaffine, memory_order_relaxed) != h)   /* h's thread holds its blocks */
+      if (h && !owner && atomic_load_explicit(&s->xaffine, memory_order_relaxed) != h)   /* h's thread holds its blocks */
         atomic_store_explicit(&s->xaffine, h, memory_order_relaxed);
       remote_push(h, s, head, tail, n);
     }
