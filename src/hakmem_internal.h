@@ -727,7 +727,6 @@ void   _hak_superslab_release_slab(struct hak_slab *s);
  * resident pages of free slabs and span runs into fresh slabs and runs. */
 bool   _hak_superslab_fill(struct hak_slab *s);   /* false: a hole, s is lost */
 unsigned _hak_superslab_move_budget(void);        /* ranges a recipient may take now */
-uint32_t _hak_superslab_give_age_ms(void);         /* free this long before giving */
 size_t _hak_superslab_give(uintptr_t at, size_t need, unsigned skip, unsigned budget, unsigned *calls, int *failed);
 void   _hak_superslab_moved(long ranges, size_t bytes, int failed);   /* counts; ranges < 0: unmapped */
 struct hak_purge_policy;

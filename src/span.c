@@ -544,7 +544,6 @@ struct span_give {
   size_t need, moved;                /* bytes asked for, bytes moved so far */
   unsigned budget, looked, *calls;   /* moves allowed; runs looked at; moves made */
   int *failed;                       /* as _hak_span_give's                 */
-  uint32_t now, age;                 /* a run gives once free for age ms    */
 };
 
 static bool give_more(const struct span_give *g) {
@@ -563,12 +562,12 @@ static unsigned nonempty_below(unsigned lim) {
   return 0;
 }
 
-/* Moves the pages of bucket b's runs that are old enough, from their ends. */
+/* Moves the pages of bucket b's free dirty runs, from their ends. */
 static void give_bucket(struct span_give *g, unsigned b) {
   for (uint32_t i = span.bucket[b]; i != SPAN_NONE && give_more(g); i = span.page[i].next) {
     struct span_page *e = &span.page[i];
     g->looked++;
-    if (!e->dirty || e->unmapped || g->now - e->freed_ms < g->age) continue;
+    if (!e->dirty || e->unmapped) continue;
     uint32_t left = e->len - e->moved;
     size_t n = (size_t)left << HAK_SPAN_PAGE_SHIFT;
     if (n > g->need - g->moved) n = g->need - g->moved;
@@ -581,15 +580,15 @@ static void give_bucket(struct span_give *g, unsigned b) {
   }
 }
 
-/* Up to need bytes of the resident pages of free dirty runs old enough to
- * give move to at (whole OS pages), the longest runs first and from their
+/* Up to need bytes of the resident pages of free dirty runs move to at
+ * (whole OS pages), the longest runs first and from their
  * ends (best fit hands out a run's start and the shortest runs first).
  * Only tries the span lock, and looks at 64 runs at most. Returns the
  * bytes moved; counts the moves in *calls (up to budget); *failed: 1 when
  * the kernel refused a move, 2 when a refused move left a hole at at. */
 size_t _hak_span_give(uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed) {
   if (!atomic_load_explicit(&span.may_give, memory_order_relaxed) || !hak_trylock(&_hak_lock_set.span)) return 0;
-  struct span_give g = { at, need, 0, budget, 0, calls, failed, _hak_os_now_ms(), _hak_superslab_give_age_ms() };
+  struct span_give g = { at, need, 0, budget, 0, calls, failed };
   give_bucket(&g, 0);                                   /* bucket 0 (the longest) first */
   for (unsigned b = SPAN_BUCKETS; give_more(&g) && (b = nonempty_below(b)) != 0; ) give_bucket(&g, b);
   if (give_more(&g))                                    /* nothing more until the next pass */

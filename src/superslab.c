@@ -198,15 +198,16 @@ static void slab_pages(const struct hak_slab *s, uintptr_t *from, uintptr_t *to)
   if (*to < *from) *to = *from;
 }
 
-/* Released slabs and free span runs give their pages once they have waited
- * half the purge delay: one freed more recently may be taken back by its
- * own class (threads that exit and are replaced reuse each other's slabs;
- * a pass spares as many as the class took), and the purge would give an
- * older one to the OS anyway. */
-uint32_t _hak_superslab_give_age_ms(void) { return (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS) / 2; }
+/* Released slabs and free span runs give their pages at once. Where
+ * threads that exit and are replaced reuse each other's slabs (1,000
+ * threads), moves are off (HAK_MOVE_THREADS, below); below that, waiting
+ * half the purge delay before giving kept a class's freed pages from the
+ * others for half the time they stay resident, and programs whose size mix
+ * shifts faulted pages in meanwhile (perl 5% more, size_shift 5%:
+ * docs/experiments.md, "Pages that move at once"). */
 
-/* Moves up to need bytes of pool d's dirty released slabs old enough to
- * give (pool d locked) to at, newest first, looking at 32 entries of the
+/* Moves up to need bytes of pool d's dirty released slabs (pool d locked)
+ * to at, newest first, looking at 32 entries of the
  * stack at most. Only released slabs give: an empty slab still in the
  * shared pool is its class's own to reuse until a purge pass releases it.
  * A donor whose pages all went is clean and leaves the stack; one that gave
@@ -215,7 +216,6 @@ uint32_t _hak_superslab_give_age_ms(void) { return (uint32_t)_hak_options_get(HA
  * refused a move, 2 when a refused move left a hole at at. */
 static size_t move_from(unsigned d, uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed) {
   struct hak_pool *pool = &_hak_slab_pools[d];
-  uint32_t now = _hak_os_now_ms(), age = _hak_superslab_give_age_ms();
   size_t moved = 0;
   unsigned looked = 0;
   struct hak_slab *s, **link = &pool->released;
@@ -225,7 +225,6 @@ static size_t move_from(unsigned d, uintptr_t at, size_t need, unsigned budget, 
       s->on_released = 0;
       continue;
     }
-    if (now - s->freed_ms < age) { link = &s->next_released; continue; }
     uintptr_t from, to;
     slab_pages(s, &from, &to);
     from += (uintptr_t)s->moved_out * _hak_os_page;
