@@ -175,8 +175,8 @@ extern struct hak_class _hak_classes[HAK_NCLS];
 _Static_assert(HAK_TABLE_MAX % HAK_TABLE_STEP == 0, "the last entry is the largest size's");
 /* The entry of size n <= HAK_TABLE_MAX. */
 static inline size_t hak_table_index(size_t n) { return (n + HAK_TABLE_STEP - 1) / HAK_TABLE_STEP; }
-/* Blocks of 4 KiB and more get HAK_COLOR_PAD bytes more than their class's
- * round size (class.c says why). */
+/* Blocks of 4 KiB and more are HAK_COLOR_PAD bytes off their class's round
+ * size (class.c says which way and why). */
 #ifndef HAK_COLOR_PAD
 #define HAK_COLOR_PAD 128u
 #endif

@@ -99,6 +99,20 @@ static void check_lookup(void) {
     }
   }
   CHECKF(bad == 0, "%u sizes map to a wrong class", bad);
+  /* Blocks of 4 KiB and more start at 4096 / HAK_COLOR_PAD offsets in 4
+   * KiB (their size and 4096 have HAK_COLOR_PAD as greatest common
+   * divisor); a request of a power of two from 4 KiB up fits its class with
+   * the pad spare (class.c: a buffer of exactly 8 KiB does not go up a
+   * class). */
+  for (unsigned c = 0; c < HAK_NCLS; c++) {
+    uint32_t size = _hak_classes[c].size, g = HAK_PAGE_MIN;
+    for (uint32_t r = size; r != 0; ) { uint32_t t = g % r; g = r; r = t; }
+    CHECKF(size < HAK_PAGE_MIN || g == HAK_COLOR_PAD, "C%u: %u-byte blocks start at %u offsets in 4 KiB",
+           c, size, HAK_PAGE_MIN / g);
+  }
+  for (size_t n = HAK_PAGE_MIN; n <= HAK_MID_MAX; n *= 2)
+    CHECKF(_hak_classes[_hak_class_of_size(n)].size == n + HAK_COLOR_PAD,
+           "a request of %zu bytes goes to a %u-byte class", n, _hak_classes[_hak_class_of_size(n)].size);
 }
 
 /* malloc_trim gives the table's whole OS pages back (they read 0 again, the
@@ -128,7 +142,7 @@ static void check_aligned(void) {
     for (size_t n = 1; n <= HAK_MID_MAX; n = n * 3 + 1) {
       int c = _hak_class_for_aligned(n, align);
       if (n > HAK_MID_MAX) continue;
-      /* Classes above 2 KiB are HAK_COLOR_PAD past a page multiple (cache
+      /* Classes above 2 KiB are HAK_COLOR_PAD off a multiple of 1 KiB (cache
        * colors): they give alignments up to it; Tiny classes up to 2 KiB.
        * The rest goes to a Large block. */
       if (align <= HAK_COLOR_PAD || (align <= HAK_TINY_MAX && n <= HAK_TINY_MAX))
