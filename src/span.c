@@ -79,8 +79,8 @@ static struct {
    * most HAKMEM_PAGE_MOVES, unordered. */
   uint32_t moved_at[HAK_PAGE_MOVES_MAX];
   uint32_t moved_n;
-  /* A purge pass left dirty free runs, some of which may be old enough to
-   * give; cleared by a recipient that finds none (as superslab.c's donor
+  /* A purge pass left dirty free runs, which may give their pages;
+   * cleared by a recipient that finds none (as superslab.c's donor
    * classes), so a fresh slab costs no walk of the runs when none can
    * give (xmllint: 6,600 instructions a fresh slab before). */
   _Atomic bool may_give;

@@ -19,10 +19,11 @@ static long moves_cap(void) {
   return atomic_load_explicit(&moves_refused, memory_order_relaxed) ? 0 : _hak_options_get(HAK_OPT_PAGE_MOVES);
 }
 
-/* A purge pass left class cls released slabs (pool lock held): some may
- * be old enough to give. Set by the passes only and cleared by a recipient
- * that finds none, so classes that have none cost recipients one look per
- * pass, not one per fresh slab. */
+/* A purge pass left class cls released slabs (pool lock held), which may
+ * give their pages. Set by the passes only and cleared by a recipient that
+ * finds none, so classes that have none cost recipients one look per pass,
+ * not one per fresh slab (marking at each release saved no faults:
+ * docs/experiments.md, "More donors for page moves"). */
 static void may_give(unsigned cls) {
   uint64_t bit = 1ull << cls;
   if (moves_cap() && !(atomic_load_explicit(&donor_classes, memory_order_relaxed) & bit))
