@@ -1,9 +1,9 @@
 /* purge.c — when memory goes back to the OS, across the three places that
  * hold free memory: SuperSlabs (superslab.c), the span heap (span.c) and the
- * Large range cache (large.c). Each slow path ticks the clock; at most every
- * half purge delay one thread runs a pass that gives back what stayed free
- * for HAKMEM_PURGE_DELAY_MS (keeping HAKMEM_EMPTY_KEEP empty SuperSlabs per
- * class committed). Each of the three also spares as much as it handed out
+ * Large range cache (large.c). Each slow path ticks the clock; every half
+ * purge delay, but at least every HAK_PURGE_PASS_MS, one thread runs a pass
+ * that gives back what stayed free for HAKMEM_PURGE_DELAY_MS (keeping
+ * HAKMEM_EMPTY_KEEP empty SuperSlabs per class committed). Each of the three also spares as much as it handed out
  * since the last pass (released slabs, span pages, Large ranges): a thread
  * of an oversubscribed machine waits longer than the delay for its turn to
  * run, and what the current demand takes again would come back as page
@@ -28,10 +28,17 @@ size_t _hak_purge_all(void) {
  * uptime). */
 static _Atomic uint32_t last_purge_ms;
 
+/* A pass also releases the shared pools' empty slabs and marks the classes
+ * whose free pages may move to another class (superslab.c), so its interval
+ * is bounded whatever the delay: a longer delay keeps freed pages resident
+ * longer, not away from the other classes (docs/experiments.md, "Purge
+ * passes at least every 25 ms"). */
+#define HAK_PURGE_PASS_MS 25u
+
 void _hak_purge_tick(void) {
   uint32_t now = _hak_os_now_ms(), last = atomic_load_explicit(&last_purge_ms, memory_order_relaxed);
   uint32_t delay = (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS);
-  if (now - last <= delay / 2) return;
+  if (now - last <= (delay / 2 < HAK_PURGE_PASS_MS ? delay / 2 : HAK_PURGE_PASS_MS)) return;
   if (!atomic_compare_exchange_strong(&last_purge_ms, &last, now)) return;
   struct hak_purge_policy pp = policy(false, now);
   _hak_superslab_purge(&pp);

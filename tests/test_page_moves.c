@@ -98,22 +98,23 @@ static void sleep_ms(long ms) {
   nanosleep(&t, NULL);
 }
 
-/* Runs fill_and_free in a thread, then waits until its free memory may
- * give pages: free for half the purge delay (1 s) and not yet purged
- * (2 s; the margins are for slow builds on loaded machines). A span run is free from its free on; an empty slab gives once
- * a purge pass has released it, so for slabs a slow path (the first malloc
- * of a class this thread never used) runs a pass in between. */
+/* Runs fill_and_free in a thread, then waits past the purge pass interval
+ * (25 ms: src/purge.c) but well short of the purge delay (2 s; the margins
+ * are for slow builds on loaded machines), so its free memory may give
+ * pages and is not purged yet. A span run gives from its free on; an empty
+ * slab once a purge pass has released it, so for slabs a slow path (the
+ * first malloc of a class this thread never used) runs a pass in between. */
 static bool in_thread(size_t size, long bytes, bool slabs) {
   pthread_t t;
   struct fill w = { size, bytes };
   void *bad = (void *)1;
   if (pthread_create(&t, NULL, fill_and_free, &w) != 0) return false;
   pthread_join(t, &bad);
-  sleep_ms(1200);
+  sleep_ms(200);
   if (slabs) {
     static size_t poke = 3000;
     free(malloc(poke += 100));
-    sleep_ms(1200);
+    sleep_ms(200);
   }
   return bad == NULL;
 }
