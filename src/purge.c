@@ -3,12 +3,12 @@
  * Large range cache (large.c). Each slow path ticks the clock; every half
  * purge delay, but at least every HAK_PURGE_PASS_MS, one thread runs a pass
  * that gives back what stayed free for HAKMEM_PURGE_DELAY_MS (keeping
- * HAKMEM_EMPTY_KEEP empty SuperSlabs per class committed). Each of the three also spares as much as it handed out
- * since the last pass (released slabs, span pages, Large ranges): a thread
- * of an oversubscribed machine waits longer than the delay for its turn to
- * run, and what the current demand takes again would come back as page
- * faults and mappings. malloc_trim and out-of-memory retries run a forced
- * pass: no delay, nothing kept. */
+ * HAKMEM_EMPTY_KEEP empty SuperSlabs per class committed). Each of the three
+ * also spares as much as it handed out since the last pass (released slabs,
+ * span pages, Large ranges): a thread of an oversubscribed machine waits
+ * longer than the delay for its turn to run, and what the current demand
+ * takes again would come back as page faults and mappings. malloc_trim and
+ * out-of-memory retries run a forced pass: no delay, nothing kept. */
 #include "hakmem_internal.h"
 
 static struct hak_purge_policy policy(bool force, uint32_t now_ms) {
@@ -38,7 +38,8 @@ static _Atomic uint32_t last_purge_ms;
 void _hak_purge_tick(void) {
   uint32_t now = _hak_os_now_ms(), last = atomic_load_explicit(&last_purge_ms, memory_order_relaxed);
   uint32_t delay = (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS);
-  if (now - last <= (delay / 2 < HAK_PURGE_PASS_MS ? delay / 2 : HAK_PURGE_PASS_MS)) return;
+  uint32_t every = delay / 2 < HAK_PURGE_PASS_MS ? delay / 2 : HAK_PURGE_PASS_MS;
+  if (now - last <= every) return;
   if (!atomic_compare_exchange_strong(&last_purge_ms, &last, now)) return;
   struct hak_purge_policy pp = policy(false, now);
   _hak_superslab_purge(&pp);

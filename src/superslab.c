@@ -199,22 +199,20 @@ static void slab_pages(const struct hak_slab *s, uintptr_t *from, uintptr_t *to)
   if (*to < *from) *to = *from;
 }
 
-/* Released slabs and free span runs give their pages at once. Where
- * threads that exit and are replaced reuse each other's slabs (1,000
- * threads), moves are off (HAK_MOVE_THREADS, below); below that, waiting
- * half the purge delay before giving kept a class's freed pages from the
+/* Moves up to need bytes of pool d's dirty released slabs (pool d locked) to
+ * at, newest first, looking at 32 entries of the stack at most. Only
+ * released slabs give: an empty slab still in the shared pool is its class's
+ * own to reuse until a purge pass releases it. A released slab gives at
+ * once: waiting half the purge delay kept a class's freed pages from the
  * others for half the time they stay resident, and programs whose size mix
  * shifts faulted pages in meanwhile (perl 5% more, size_shift 5%:
- * docs/experiments.md, "Pages that move at once"). */
-
-/* Moves up to need bytes of pool d's dirty released slabs (pool d locked)
- * to at, newest first, looking at 32 entries of the
- * stack at most. Only released slabs give: an empty slab still in the
- * shared pool is its class's own to reuse until a purge pass releases it.
- * A donor whose pages all went is clean and leaves the stack; one that gave
- * part of them keeps the rest for the next taker. Returns the bytes moved;
- * counts the moves in *calls (up to budget); *failed: 1 when the kernel
- * refused a move, 2 when a refused move left a hole at at. */
+ * docs/experiments.md, "Pages that move at once"); where threads that exit
+ * and are replaced reuse each other's slabs, moves are off
+ * (HAK_MOVE_THREADS). A donor whose pages all went is clean and leaves the
+ * stack; one that gave part of them keeps the rest for the next taker.
+ * Returns the bytes moved; counts the moves in *calls (up to budget);
+ * *failed: 1 when the kernel refused a move, 2 when a refused move left a
+ * hole at at. */
 static size_t move_from(unsigned d, uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed) {
   struct hak_pool *pool = &_hak_slab_pools[d];
   size_t moved = 0;
