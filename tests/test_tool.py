@@ -321,10 +321,15 @@ def check_program_suite(library, tmp):
           sum(r["status"] == "ok" for r in records) == 2 * len(names), str(records))
     check("a wrong output is a failed run", sum(r["status"] == "wrong output: the numbers are "
                                                 "not in order" for r in records) == 2 * len(names))
-    expected = {"glibc": "preload=[]", "hakmem": f"preload=[{library}]"}
+    tails = [r["stderr_tail"] for r in records]
+    copies = [r["stderr_tail"][len("preload=["):-1] for r in records if r["allocator"] == "hakmem"]
     check("the runner adds no LD_PRELOAD and drops the inherited one: the program sets its own",
-          all(r["stderr_tail"] == expected[r["allocator"]] for r in records),
-          str([r["stderr_tail"] for r in records]))
+          all(r["stderr_tail"] == "preload=[]" for r in records if r["allocator"] == "glibc")
+          and all(t.startswith("preload=[") and t.endswith("]") for t in tails), str(tails))
+    check("every run preloads a fresh copy of the library, removed after the run",
+          all(Path(c).name == Path(library).name and Path(c).parent != Path(library).parent
+              and not Path(c).exists() for c in copies)
+          and len(set(copies)) == len(copies), str(copies))
     check("program runs carry wall, CPU, peak RSS and minor faults",
           all(r["wall_seconds"] > 0 and r["peak_rss_kb"] > 0 and r["minflt"] > 0
               and "user_seconds" in r for r in records))

@@ -11,6 +11,7 @@ A program may report its own figures on the last stdout line that starts with `b
 its seconds=, peak_rss_kb=, minflt=, user_seconds= and sys_seconds= replace the measured
 values (a server's driver reports its server's usage; a benchmark the time of its loop)."""
 
+import contextlib
 import ctypes
 import os
 import re
@@ -220,10 +221,36 @@ def execute(argv, env, timeout, stdout_path=None):
     return Outcome(exit_status(returncode, stderr, timed_out.is_set()), usage, fields, tail)
 
 
+@contextlib.contextmanager
+def fresh_copy(library):
+    """A copy of `library` made for one run, in a folder of its own under the same name,
+    removed after it (None stays None). The same bytes run at different speeds from
+    different files: the physical pages the page cache gave a file's code stay until the
+    file leaves the cache, and larson ran 24-31% apart from two files of one build
+    (docs/experiments.md, "The same library from two files"). A copy per run makes that a
+    draw of each run, the same for every side, instead of a bias of one side."""
+    if not library:
+        yield library
+        return
+    folder = tempfile.mkdtemp(prefix="hakmem-lib-")
+    try:
+        copy = Path(folder) / Path(library).name
+        shutil.copyfile(library, copy)
+        yield str(copy)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def run_command(argv, settings=None, library=None, timeout=60, perf_events=None,
                 stdout_path=None):
     """Runs argv with the environment `settings` and `library` preloaded (None: the C
-    library's malloc); under `perf stat -e perf_events` when those are given."""
+    library's malloc), from a fresh copy of it; under `perf stat -e perf_events` when
+    those are given."""
+    with fresh_copy(library) as copy:
+        return run_preloaded(argv, settings, copy, timeout, perf_events, stdout_path)
+
+
+def run_preloaded(argv, settings, library, timeout, perf_events, stdout_path):
     env = child_environment(settings or {}, library)
     if not perf_events:
         return execute(argv, env, timeout, stdout_path)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UsageError
-from .runner import Outcome, run_command
+from .runner import Outcome, fresh_copy, run_command
 
 
 @dataclass
@@ -138,12 +138,13 @@ def run_program(program, workdir, library, timeout, settings=None):
     program puts LD_PRELOAD where it belongs; the runner adds none and drops the inherited
     one. `settings` (an A/B configuration's variables) come before the program's own."""
     stdout_path = Path(workdir) / "stdout.txt"
-    try:
-        argv, env = program.command(Path(workdir), library)
-    except Exception as error:  # the program's own code: a failed run, not a failed suite
-        return Outcome(f"program error: {error!r}")
-    outcome = run_command(argv, settings=dict(settings or {}, **env), library=None,
-                          timeout=timeout, stdout_path=stdout_path)
+    with fresh_copy(library) as copy:   # as run_command's own runs: runner.fresh_copy
+        try:
+            argv, env = program.command(Path(workdir), copy)
+        except Exception as error:  # the program's own code: a failed run, not a failed suite
+            return Outcome(f"program error: {error!r}")
+        outcome = run_command(argv, settings=dict(settings or {}, **env), library=None,
+                              timeout=timeout, stdout_path=stdout_path)
     if outcome.ok:
         try:
             reason = program.check(Path(workdir), stdout_path)
