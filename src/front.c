@@ -121,9 +121,16 @@ static unsigned take(struct hak_heap *h, unsigned c, unsigned max, unsigned room
   return _hak_refill_take(h, c, max, room, chain);
 }
 
-static void give_back(struct hak_heap *h, unsigned c, void *chain) {
-  if (spans(c)) _hak_span_return(c, chain);
-  else _hak_slab_return(h, c, chain);
+/* The first n blocks of a chain of class c back to the slab engine or the
+ * span heap; returns the rest of the chain. */
+static void *give_back(struct hak_heap *h, unsigned c, void *chain, unsigned n) {
+  if (!spans(c)) return _hak_slab_return(h, c, chain, n);
+  void **last = chain;
+  for (unsigned i = 1; i < n; i++) last = hak_link_next(last, c);
+  void *rest = hak_link_next(last, c);
+  hak_link_set(last, NULL);
+  _hak_span_return(c, chain);
+  return rest;
 }
 
 /* One block with no list to go on (no heap, or after thread exit). */
@@ -131,7 +138,7 @@ static void give_back_one(unsigned c, void *p) {
   void **b = p;
   hak_link_set(b, NULL);
   b[1] = HAK_FREE_KEY;
-  give_back(NULL, c, b);
+  (void)give_back(NULL, c, b, 1);
 }
 
 /* Every list empty, with no capacity until the class is first used. */
@@ -160,14 +167,16 @@ static inline unsigned list_length(const void *list) {
  * budget: the list is as before the class's first use. */
 static void drop_list(struct hak_heap *h, unsigned c) {
   void *list = HAK_LIST(c);
+  unsigned n = (unsigned)(h->cap[c] - credit(c));   /* struct hak_tls's invariant */
+  HAK_ASSERT(n == list_length(list));
   HAK_LIST(c) = NULL;
   HAK_CREDIT(c) = -credit_bias;
-  if (credit_bias && list) _hak_prof_refund((size_t)list_length(list) * _hak_classes[c].size);
+  if (credit_bias && list) _hak_prof_refund((size_t)n * _hak_classes[c].size);
   h->cap_bytes -= (size_t)h->cap[c] * _hak_classes[c].size;
   h->span_cap_bytes -= span_extra(c, h->cap[c]);
   h->cap[c] = 0;
   h->ways[c] = 0;
-  if (list) give_back(h, c, list);
+  if (list) (void)give_back(h, c, list, n);
 }
 
 /* A thread that stops using a class does not keep its list: at this
@@ -322,11 +331,7 @@ static void spill(struct hak_heap *h, unsigned c) {
   _hak_purge_tick();
   unsigned n = h->cap[c] - h->cap[c] / 2;
   if (h->ways[c] == HAK_WAY_FREE) n = h->cap[c];   /* no malloc would use the rest */
-  void **head = HAK_LIST(c), **last = head;
-  for (unsigned i = 1; i < n; i++) last = hak_link_next(last, c);
-  HAK_LIST(c) = hak_link_next(last, c);
-  hak_link_set(last, NULL);
-  give_back(h, c, head);
+  HAK_LIST(c) = give_back(h, c, HAK_LIST(c), n);
   HAK_CREDIT(c) += (int32_t)n;
   h->stats.spills[c]++;
   if (credit_bias) _hak_prof_refund((size_t)n * _hak_classes[c].size);   /* charged, not allocated */
@@ -416,7 +421,7 @@ static void delay_flush(struct hak_heap *h, unsigned c) {
   for (unsigned i = 0; i < HAK_DELAY_MAX; i++) {
     void **b = delay_leave(h->delayed[c][i], c);
     h->delayed[c][i] = _hak_front_delay_none;
-    if (b) { hak_link_set(b, NULL); give_back(h, c, b); }
+    if (b) { hak_link_set(b, NULL); (void)give_back(h, c, b, 1); }
   }
   h->delay_next[c] = 0;
 }

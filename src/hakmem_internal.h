@@ -735,7 +735,7 @@ size_t _hak_superslab_purge(const struct hak_purge_policy *pp);   /* takes the p
 /* ---- slab.c ---------------------------------------------------------------- */
 unsigned _hak_slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, unsigned room, bool carve_ok, void **list);
 bool     _hak_slab_has_recycled(const struct hak_slab *s);
-void     _hak_slab_return(struct hak_heap *h, unsigned c, void *chain);
+void    *_hak_slab_return(struct hak_heap *h, unsigned c, void *chain, unsigned n);   /* the rest */
 void     _hak_slab_detach(struct hak_heap *h, struct hak_slab *s);
 struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok, bool *adopted);
 void     _hak_slab_release_empty(struct hak_pool *pool);   /* pool lock held */

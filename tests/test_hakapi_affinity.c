@@ -57,7 +57,7 @@ int main(void)
     void **block = (void **)sa->start;         /* the block out of sa (never carved: */
     hak_track_mem_undefined(block, 2 * sizeof(void *));   /* the ASan build poisons it) */
     hak_link_set(block, NULL);
-    _hak_slab_return(&heap_b, c, block);
+    _hak_slab_return(&heap_b, c, block, 1);
     CHECKF(adopt(&heap_b, c) == sa, "b did not adopt the slab it returned a block to");
     CHECK(adopt(&heap_a, c) == sc);
     CHECK(adopt(&heap_a, c) == NULL);

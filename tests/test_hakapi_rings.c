@@ -61,10 +61,13 @@ static void check_push_pop(size_t n, unsigned want_cap) {
   if (batch > cap / 2) batch = cap / 2;
   if (batch < 1) batch = 1;
   /* A refill takes the batch, or a slab's whole free list when that fits
-   * the capacity (no walk over blocks another thread may have freed). */
+   * the capacity (no walk over blocks another thread may have freed), or
+   * fewer when its slab ran out: it does not go on to walk the next one's
+   * list behind them (the slab is then no longer the current one). */
   unsigned room = cap > batch ? cap : batch;
-  CHECKF(ring_len(c) + 1 >= batch && ring_len(c) + 1 <= room, "%zu B: refill left %u in the ring, want %u to %u",
-         n, ring_len(c), batch - 1, room - 1);
+  CHECKF(ring_len(c) + 1 <= room, "%zu B: refill left %u in the ring, want at most %u", n, ring_len(c), room - 1);
+  CHECKF(ring_len(c) + 1 >= batch || _hak_thread_tls.heap->cur[c] == NULL,
+         "%zu B: refill left %u in the ring, want %u or its slab used up", n, ring_len(c), batch - 1);
   hak_free(p);
 }
 
