@@ -43,7 +43,8 @@
  *
  * Who owns each mechanism: SuperSlab superslab.c (mapped by region.c);
  * ownership map region.c; thread front front.c (fast paths below); warm
- * pool refill.c; remote free slab.c; rings front.c; span heap span.c;
+ * pool refill.c; remote free and pages faulted in ahead slab.c; rings
+ * front.c; span heap span.c;
  * Large large.c; purge purge.c; thread exit thread.c; fork lock.c; locks lock.c;
  * options options.c; stats stats.c; bad pointers guard.c; heap profile prof.c;
  * free-list links this file (the link contract, below). The hardened build
@@ -280,6 +281,7 @@ HAK_FAST void *hak_link_get(void *const *b) { return hak_link_code(b, b[0]); }
  * Invariants (checked in debug builds: _hak_slab_check by the owner, or
  * under the pool lock; the xowner rules where slabs change hands):
  *   carved <= capacity; used <= carved; nfree == |free|;
+ *   populated <= capacity, and ahead => populated >= carved;
  *   used + |free| == carved and |xremote| <= used (used counts blocks out
  *   of the slab: in a thread front, in the program, or freed by another
  *   thread onto xremote and not collected yet; |xremote| is the length in
@@ -318,6 +320,10 @@ struct hak_slab {
   uint8_t  moved_in;                 /* ranges moved into it since its SuperSlab
                                         was mapped (its taker, then the pool
                                         lock; saturating)                      */
+  uint8_t  ahead;                    /* its pages are faulted in ahead of the
+                                        carving (slab.c, default build)        */
+  uint32_t populated;                /* blocks (carve order) whose pages were
+                                        faulted in ahead                       */
   uint32_t freed_ms;                 /* when it became FREE (pool lock)        */
   uintptr_t start;                   /* first block                            */
   struct hak_slab *next;             /* shared partial list / SuperSlab free   */
@@ -689,6 +695,7 @@ void  *_hak_os_map_table_at(uintptr_t addr, size_t bytes);
 void   _hak_os_unmap(void *p, size_t bytes);
 void   _hak_os_purge(void *p, size_t bytes);     /* give pages back, keep range */
 void   _hak_os_zero(void *p, size_t bytes);      /* the same for a table: reads 0 again */
+bool   _hak_os_populate(void *p, size_t bytes);  /* fault the pages in now, in one call */
 void  *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes);
 bool   _hak_os_move(void *from, size_t bytes, void *to);  /* mremap to a fixed place */
 int    _hak_os_move_pages(void *from, size_t bytes, void *to);  /* from stays mapped; 1, 0 or -1 */

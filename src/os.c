@@ -257,6 +257,16 @@ void _hak_os_purge(void *p, size_t bytes) {
   atomic_fetch_add_explicit(&_hak_stats_gauges.purge_calls, 1, memory_order_relaxed);
 }
 
+/* Faults in the pages of [p, p + bytes) now, in one call (Linux 5.14's
+ * MADV_POPULATE_WRITE); false where the kernel has no such call or cannot. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+bool _hak_os_populate(void *p, size_t bytes) {
+  check_pages(p, bytes);
+  return bytes && madvise(p, bytes, MADV_POPULATE_WRITE) == 0;
+}
+
 /* Private pages back to the OS; they read 0 again (tables, not blocks: no
  * gauges). */
 void _hak_os_zero(void *p, size_t bytes) {

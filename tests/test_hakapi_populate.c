@@ -1,0 +1,103 @@
+/* Slab pages faulted in ahead of the carving (slab.c, carve_blocks):
+ *  - a heap's first fresh slab of a Tiny class is not marked ahead: a
+ *    refill carves at most 4 KiB of it, and the pages past the carved
+ *    blocks stay out of memory;
+ *  - once the heap has carved a whole slab of the class, its next fresh
+ *    slab is marked ahead: carving one block faults in the pages of the
+ *    next HAK_POPULATE_BYTES (32 KiB) of blocks at once, and not the pages
+ *    past them;
+ *  - the hardened build marks no slab ahead.
+ * Where the kernel (or an emulator) does not fault pages in on
+ * MADV_POPULATE_WRITE, the residency checks are skipped and said so.
+ * The heap is a stand-in: the slab engine only reads its counters and
+ * compares it as an owner. */
+#include "testing.h"
+#include "hakmem_internal.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+static struct hak_heap heap;
+
+static bool resident(uintptr_t a) {
+  unsigned char v = 0;
+  uintptr_t page = hak_page_down(a);
+  return mincore((void *)page, _hak_os_page, &v) == 0 && (v & 1);
+}
+
+/* Does _hak_os_populate fault pages in here? */
+static bool populate_works(void) {
+  size_t bytes = 4 * _hak_os_page;
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return false;
+  bool ok = _hak_os_populate(p, bytes) && resident((uintptr_t)p + 3 * _hak_os_page);
+  munmap(p, bytes);
+  return ok;
+}
+
+/* The address of the block at carve index i of s (class.c's carve_first). */
+static uintptr_t carve_addr(const struct hak_slab *s, uint32_t i) {
+  uint32_t k = (i + _hak_classes[s->cls].carve_first) % s->capacity;
+  return s->start + (uintptr_t)k * _hak_classes[s->cls].size;
+}
+
+/* The first carve index from i on whose block starts on a page past the
+ * end of block i - 1's page, or capacity. */
+static uint32_t next_page_block(const struct hak_slab *s, uint32_t i) {
+  uint32_t size = _hak_classes[s->cls].size;
+  uintptr_t end = hak_page_up(carve_addr(s, i - 1) + size);
+  for (; i < s->capacity; i++)
+    if (carve_addr(s, i) >= end && carve_addr(s, i) - carve_addr(s, i - 1) == size) return i;
+  return s->capacity;
+}
+
+/* A fresh slab of class c for the stand-in heap, made its current one. */
+static struct hak_slab *fresh(unsigned c) {
+  bool adopted = true;
+  struct hak_slab *s = _hak_slab_acquire(&heap, c, true, &adopted);
+  CHECK(s != NULL && !adopted);
+  heap.cur[c] = s;
+  return s;
+}
+
+int main(void) {
+  void *warm = hak_malloc(1);                  /* initializes the classes and pools */
+  CHECK(warm != NULL);
+  unsigned c = _hak_class_of_size(448);        /* a Tiny class nothing else here uses */
+  CHECK(c < HAK_NTINY);
+  uint32_t size = _hak_classes[c].size;
+  bool works = populate_works();
+  if (!works) printf("MADV_POPULATE_WRITE faults nothing in here: residency not checked\n");
+
+  /* The first fresh slab: not ahead; a one-block take carves one block. */
+  struct hak_slab *first = fresh(c);
+  if (!first) TEST_END();
+  CHECK(!first->ahead && first->populated == 0);
+  void *list = NULL;
+  CHECK(_hak_slab_pop(&heap, first, 1, 1, true, &list) == 1);
+  CHECK(HAK_HARDENED || list == (void *)carve_addr(first, 0));   /* hardened: a random order */
+  CHECK(first->populated == 0);
+  uint32_t past = next_page_block(first, 1);
+  if (works && !HAK_HARDENED && past < first->capacity)
+    CHECKF(!resident(carve_addr(first, past)), "a page past the carving of a slab not ahead is resident");
+
+  /* After a whole slab's worth carved: the next fresh slab is ahead (not
+   * in the hardened build), and one block faults in 32 KiB of them. */
+  heap.stats.carved[c] = _hak_classes[c].slab_blocks;
+  struct hak_slab *second = fresh(c);
+  if (!second) TEST_END();
+  CHECK(second != first);
+  CHECK(second->ahead == !HAK_HARDENED);
+  list = NULL;
+  CHECK(_hak_slab_pop(&heap, second, 1, 1, true, &list) == 1);
+  if (!HAK_HARDENED) {
+    uint32_t want = 32 * 1024 / size < second->capacity ? 32 * 1024 / size : second->capacity;
+    CHECKF(second->populated == want, "populated %u blocks, want %u", second->populated, want);
+    for (uint32_t i = 0; works && i < second->populated; i++)
+      CHECKF(resident(carve_addr(second, i)), "block %u of the populated run is not resident", i);
+    past = next_page_block(second, second->populated);
+    if (works && past < second->capacity)
+      CHECKF(!resident(carve_addr(second, past)), "a page past the populated run is resident");
+  }
+  TEST_END();
+}
