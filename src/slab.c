@@ -127,12 +127,6 @@ static unsigned carve_blocks(struct hak_slab *s, uint32_t size, unsigned m, void
   return n;
 }
 #else
-/* Carves up to m more blocks of s (m >= 1, s not fully carved) onto the
- * front of *list in address order from block carved + carve_first,
- * wrapping once at the capacity: one or two runs of neighbours, each block
- * linked to the next (slab_pop's hottest loop when a program allocates a
- * large batch: xmllint carves 800 thousand blocks). Returns the blocks
- * carved. */
 /* A slab marked ahead (a fresh Tiny slab of a class its thread has carved a
  * whole slab of: it will likely carve this one whole too) faults in the pages
  * of its next HAK_POPULATE_BYTES of blocks in one madvise(MADV_POPULATE_WRITE)
@@ -158,6 +152,12 @@ static void populate_range(const struct hak_slab *s, uint32_t size, uint32_t fro
   }
 }
 
+/* Carves up to m more blocks of s (m >= 1, s not fully carved) onto the
+ * front of *list in address order from block carved + carve_first,
+ * wrapping once at the capacity: one or two runs of neighbours, each block
+ * linked to the next (slab_pop's hottest loop when a program allocates a
+ * large batch: xmllint carves 800 thousand blocks), an ahead slab's pages
+ * faulted in first. Returns the blocks carved. */
 static unsigned carve_blocks(struct hak_slab *s, uint32_t size, unsigned m, void **list) {
   uint32_t left = s->capacity - s->carved;
   unsigned n = m < left ? m : left;
