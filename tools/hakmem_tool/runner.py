@@ -247,21 +247,17 @@ def run_command(argv, settings=None, library=None, timeout=60, perf_events=None,
     library's malloc), from a fresh copy of it; under `perf stat -e perf_events` when
     those are given."""
     with fresh_copy(library) as copy:
-        return run_preloaded(argv, settings, copy, timeout, perf_events, stdout_path)
-
-
-def run_preloaded(argv, settings, library, timeout, perf_events, stdout_path):
-    env = child_environment(settings or {}, library)
-    if not perf_events:
-        return execute(argv, env, timeout, stdout_path)
-    with tempfile.NamedTemporaryFile("r", suffix=".perf") as perf_file:
-        preload = [f"LD_PRELOAD={library}"] if library else []
-        wrapped = (["perf", "stat", "-x,", "-o", perf_file.name, "-e", ",".join(perf_events),
-                    "--", "env"] + preload + list(argv))
-        env.pop("LD_PRELOAD", None)  # perf itself runs on the C library's malloc
-        outcome = execute(wrapped, env, timeout, stdout_path)
-        outcome.perf = parse_perf(perf_file.read())
-    return outcome
+        env = child_environment(settings or {}, copy)
+        if not perf_events:
+            return execute(argv, env, timeout, stdout_path)
+        with tempfile.NamedTemporaryFile("r", suffix=".perf") as perf_file:
+            preload = [f"LD_PRELOAD={copy}"] if copy else []
+            wrapped = (["perf", "stat", "-x,", "-o", perf_file.name, "-e", ",".join(perf_events),
+                        "--", "env"] + preload + list(argv))
+            env.pop("LD_PRELOAD", None)  # perf itself runs on the C library's malloc
+            outcome = execute(wrapped, env, timeout, stdout_path)
+            outcome.perf = parse_perf(perf_file.read())
+        return outcome
 
 
 # ==== perf ============================================================================
