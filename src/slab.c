@@ -58,17 +58,18 @@ static bool take_if_empty(struct hak_slab *s) {
 }
 
 /* The order a slab carves its blocks in. The default build carves in
- * address order from the class's carve_first (class.c), wrapping. The
- * hardened build walks one block at a time (k: the index of block
- * s->carved), chunk after chunk of HAK_CARVE_CHUNK blocks (at least 4 KiB
- * of them), in address order, and the blocks of a chunk in a random order:
- * from a random block with a random stride prime to the chunk's length
- * (neither 1 nor -1 where there is another), both from the slab's address,
- * the chunk and the process's secret. So the next fresh block cannot be
- * told in advance, and each block is carved once; the chunks keep the
- * pages a refill makes resident those of the default build (a random order
- * over the whole slab made every page of a fresh slab resident at once:
- * threads_1000 peaked at 0.4 to 1.7 GiB against 0.07 to 0.18). */
+ * address order from hak_slab_carve_first (block 0 but in the first slab
+ * of a region), wrapping. The hardened build walks one block at a time
+ * (k: the index of block s->carved), chunk after chunk of HAK_CARVE_CHUNK
+ * blocks (at least 4 KiB of them), in address order, and the blocks of a
+ * chunk in a random order: from a random block with a random stride prime
+ * to the chunk's length (neither 1 nor -1 where there is another), both
+ * from the slab's address, the chunk and the process's secret. So the next
+ * fresh block cannot be told in advance, and each block is carved once;
+ * the chunks keep the pages a refill makes resident those of the default
+ * build (a random order over the whole slab made every page of a fresh slab
+ * resident at once: threads_1000 peaked at 0.4 to 1.7 GiB against 0.07 to
+ * 0.18). */
 #if HAK_HARDENED
 struct carve_walk { uint32_t k, base, n, first, stride, j; };
 #define HAK_CARVE_CHUNK_MIN 16u
@@ -141,7 +142,7 @@ static unsigned carve_blocks(struct hak_slab *s, uint32_t size, unsigned m, void
 
 /* The pages of the blocks of carve order [from, to) of s, faulted in now. */
 static void populate_range(const struct hak_slab *s, uint32_t size, uint32_t from, uint32_t to) {
-  uint32_t cf = _hak_classes[s->cls].carve_first, split = s->capacity - cf;   /* carve index of block 0 */
+  uint32_t cf = hak_slab_carve_first(s), split = s->capacity - cf;   /* carve index of block 0 */
   for (int part = 0; part < 2 && from < to; part++) {
     uint32_t end = from < split ? (to < split ? to : split) : to;
     uint32_t k = from < split ? from + cf : from - split;
@@ -153,7 +154,7 @@ static void populate_range(const struct hak_slab *s, uint32_t size, uint32_t fro
 }
 
 /* Carves up to m more blocks of s (m >= 1, s not fully carved) onto the
- * front of *list in address order from block carved + carve_first,
+ * front of *list in address order from block carved + hak_slab_carve_first,
  * wrapping once at the capacity: one or two runs of neighbours, each block
  * linked to the next (slab_pop's hottest loop when a program allocates a
  * large batch: xmllint carves 800 thousand blocks), an ahead slab's pages
@@ -168,7 +169,7 @@ static unsigned carve_blocks(struct hak_slab *s, uint32_t size, unsigned m, void
     populate_range(s, size, s->populated, to);
     s->populated = to;
   }
-  uint32_t k = s->carved + _hak_classes[s->cls].carve_first;
+  uint32_t k = s->carved + hak_slab_carve_first(s);
   if (k >= s->capacity) k -= s->capacity;
   void **head = (void **)(s->start + (uintptr_t)k * size), **tail = NULL;
   for (unsigned done = 0; done < n; ) {

@@ -6,7 +6,10 @@
  *    slab is marked ahead: carving one block faults in the pages of the
  *    next HAK_POPULATE_BYTES (32 KiB) of blocks at once, and not the pages
  *    past them;
- *  - the hardened build marks no slab ahead.
+ *  - the hardened build marks no slab ahead;
+ *  - carve order (default build): the first slab of a class region carves
+ *    from the class's carve color, wrapping once; any other slab carves
+ *    from block 0 in one run of increasing addresses.
  * Where the kernel (or an emulator) does not fault pages in on
  * MADV_POPULATE_WRITE, the residency checks are skipped and said so.
  * The heap is a stand-in: the slab engine only reads its counters and
@@ -35,9 +38,9 @@ static bool populate_works(void) {
   return ok;
 }
 
-/* The address of the block at carve index i of s (class.c's carve_first). */
+/* The address of the block at carve index i of s (hak_slab_carve_first). */
 static uintptr_t carve_addr(const struct hak_slab *s, uint32_t i) {
-  uint32_t k = (i + _hak_classes[s->cls].carve_first) % s->capacity;
+  uint32_t k = (i + hak_slab_carve_first(s)) % s->capacity;
   return s->start + (uintptr_t)k * _hak_classes[s->cls].size;
 }
 
@@ -98,6 +101,29 @@ int main(void) {
     past = next_page_block(second, second->populated);
     if (works && past < second->capacity)
       CHECKF(!resident(carve_addr(second, past)), "a page past the populated run is resident");
+  }
+
+  /* Carve order: the region's first slab from the color, the next from
+   * block 0 and up, every block once. */
+  if (!HAK_HARDENED) {
+    bool first_of_region = (first->start & (HAK_REGION_BYTES - 1)) == 0;
+    CHECK(!first_of_region || hak_slab_carve_first(first) == _hak_classes[c].carve_first);
+    CHECK(second->start & (HAK_REGION_BYTES - 1));
+    CHECK(hak_slab_carve_first(second) == 0);
+    CHECKF(list == (void *)second->start, "the second slab carved %p first, not its block 0 %p",
+           list, (void *)second->start);
+    uintptr_t prev = (uintptr_t)list;
+    unsigned n = 0, ordered = 0;
+    while (second->carved < second->capacity) {     /* a pop carves a few KiB at most */
+      void *run = NULL;
+      if (!_hak_slab_pop(&heap, second, second->capacity, second->capacity, true, &run)) break;
+      for (void **b = run; b; b = hak_link_get(b), n++) {
+        ordered += (uintptr_t)b == prev + size;
+        prev = (uintptr_t)b;
+      }
+    }
+    CHECKF(n == second->capacity - 1 && ordered == n,
+           "%u blocks after the first (%u in address order), want %u", n, ordered, second->capacity - 1);
   }
   TEST_END();
 }
