@@ -1,7 +1,8 @@
 /* Large blocks are reused without page faults: a block of up to 4 MiB
  * takes a whole class and serves the next request of its class; a block
- * bigger than any cached range is made of the cached ranges' pages (moved,
- * not faulted in again), a churn of big buffers of random sizes faults in
+ * above 4 MiB bigger than any cached range is made of the cached ranges'
+ * pages (moved, not faulted in again; a block of a class is not, and the
+ * ranges stay for their classes), a churn of big buffers of random sizes faults in
  * few pages once the buffers are there, and calloc zeroes the reused pages
  * but leaves the fresh ones untouched. Contents are checked everywhere: reused pages read
  * as written, calloc'd ones as 0. The fault counts run in a child with a
@@ -139,7 +140,7 @@ static void test_classes(void) {
   CHECKF(usable > 4 * MiB && usable <= 4 * MiB + 64 * 1024, "malloc(4 MiB + 1): usable size %zu", usable);
   free(big);
   malloc_trim(0);                                  /* nothing cached but the block below */
-  size_t first = MiB + 300 * 1024, second = MiB + 200 * 1024;   /* both in the 1.25 MiB class */
+  size_t first = MiB + 300 * 1024, second = MiB + 200 * 1024;   /* the 1.5 and 1.25 MiB classes */
   unsigned char *a = malloc(first);
   CHECK(a != NULL);
   if (!a) return;
@@ -155,6 +156,29 @@ static void test_classes(void) {
   unsigned char *c = realloc(b, MiB + 100 * 1024);
   CHECKF(c && malloc_usable_size(c) < MiB + MiB / 4, "realloc did not size the block by pages");
   free(c);
+
+  /* A block of a class that no cached range fits is a fresh mapping: the
+   * cached ranges are not moved into it, and serve the next requests of
+   * their class without a page fault. */
+  malloc_trim(0);
+  unsigned char *r1 = malloc(first), *r2 = malloc(first);
+  CHECK(r1 != NULL && r2 != NULL);
+  if (!r1 || !r2) return;
+  memset(r1, 0x21, first);
+  memset(r2, 0x22, first);
+  free(r1);
+  free(r2);                                        /* 3 MiB cached: no 3.5 MiB block fits */
+  unsigned char *big3 = malloc(3 * MiB + 1);
+  CHECK(big3 != NULL);
+  before = minflt();
+  unsigned char *r3 = malloc(second);
+  CHECKF(r3 == r1 || r3 == r2, "a cached 1.5 MiB range went into a 3.5 MiB block: %p is neither %p nor %p",
+         (void *)r3, (void *)r1, (void *)r2);
+  if (r3) memset(r3, 0x23, malloc_usable_size(r3));
+  faults = minflt() - before;
+  CHECKF(faults < 8, "a cached range after a 3.5 MiB block: %ld page faults", faults);
+  free(r3);
+  free(big3);
 #endif
 }
 
