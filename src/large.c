@@ -12,16 +12,16 @@
  * cut from the best fitting range; when no range is big enough for a block
  * above 4 MiB, cached ranges are moved (mremap, their pages with them) into
  * a fresh mapping of the block's size, so reuse costs no page faults
- * whatever the sizes. A block of a class (up to 4 MiB) that no range fits
- * is a fresh mapping, and the ranges stay for the next blocks of their
- * classes: each move holds the kernel's mmap lock for writing (every page
- * fault of every other thread waits) and flushes the range from every
- * CPU's TLB; without those moves bench_oversubscribed runs 17% faster at 8
- * threads and 13% at one (docs/experiments.md, "Class-sized Large blocks
- * not made of moved ranges"). A growing realloc extends into the range
- * after the block; with nothing cached, it moves by mremap. Each range
- * knows how far its pages may have been written (dirty): calloc zeroes
- * only that much. */
+ * whatever the sizes. A block of up to 4 MiB (a class's, but in the
+ * hardened build) that no range fits is a fresh mapping, and the ranges
+ * stay for the next blocks of their classes: each move holds the kernel's
+ * mmap lock for writing (every page fault of every other thread waits) and
+ * flushes the range from every CPU's TLB; without those moves
+ * bench_oversubscribed runs 17% faster at 8 threads and 13% at one
+ * (docs/experiments.md, "Class-sized Large blocks not made of moved
+ * ranges"). A growing realloc extends into the range after the block; with
+ * nothing cached, it moves by mremap. Each range knows how far its pages
+ * may have been written (dirty): calloc zeroes only that much. */
 #include "hakmem_internal.h"
 
 #include <errno.h>

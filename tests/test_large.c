@@ -1,11 +1,11 @@
 /* Large blocks are reused without page faults: a block of up to 4 MiB
  * takes a whole class and serves the next request of its class; a block
  * above 4 MiB bigger than any cached range is made of the cached ranges'
- * pages (moved, not faulted in again; a block of a class is not, and the
- * ranges stay for their classes), a churn of big buffers of random sizes faults in
- * few pages once the buffers are there, and calloc zeroes the reused pages
- * but leaves the fresh ones untouched. Contents are checked everywhere: reused pages read
- * as written, calloc'd ones as 0. The fault counts run in a child with a
+ * pages (moved, not faulted in again; one of up to 4 MiB is not, and the
+ * ranges stay for their classes), a churn of big buffers of random sizes
+ * faults in few pages once the buffers are there, and calloc zeroes the
+ * reused pages but leaves the fresh ones untouched. Contents are checked
+ * everywhere: reused pages read as written, calloc'd ones as 0. The fault counts run in a child with a
  * purge delay of a minute, so a slow machine cannot expire the cache in
  * between. */
 #include "testing.h"
@@ -148,7 +148,7 @@ static void test_classes(void) {
   free(a);
   long before = minflt();
   unsigned char *b = malloc(second);
-  CHECKF(b == a, "a freed 1.25 MiB block was not reused whole by the next request of its class");
+  CHECKF(b == a, "a freed 1.5 MiB block did not serve the next (1.25 MiB-class) request at its address");
   if (!b) return;
   memset(b, 0x11, malloc_usable_size(b));
   long faults = minflt() - before;
@@ -157,7 +157,7 @@ static void test_classes(void) {
   CHECKF(c && malloc_usable_size(c) < MiB + MiB / 4, "realloc did not size the block by pages");
   free(c);
 
-  /* A block of a class that no cached range fits is a fresh mapping: the
+  /* A block of up to 4 MiB that no cached range fits is a fresh mapping: the
    * cached ranges are not moved into it, and serve the next requests of
    * their class without a page fault. */
   malloc_trim(0);
