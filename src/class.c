@@ -27,8 +27,8 @@ static const uint32_t class_sizes[HAK_NCLS] = {
 /* Every class region starts 4 GiB-aligned, so if slabs carved from their
  * first block, the blocks a thread uses most (the first carved, reused LIFO)
  * would sit at the same small offsets in every class and fight for the same
- * cache sets while the rest of the L2 stayed empty. The first slab of a
- * Tiny class's region carves from the block HAK_CARVE_COLOR * c bytes in
+ * cache sets while the rest of the L2 stayed empty. The first slab a
+ * Tiny class's region hands out (its slab color, below) carves from the block HAK_CARVE_COLOR * c bytes in
  * (modulo the slab), wrapping around: 5 times 4 KiB and 3 cache lines apart,
  * the Tiny classes start on 16 different 4 KiB of a 64 KiB slab and
  * different L1 sets (docs/experiments.md; cachegrind on random_mixed:
@@ -39,6 +39,17 @@ static const uint32_t class_sizes[HAK_NCLS] = {
  * per-block color pad instead. Both are about caches, not the OS page:
  * constants. */
 #define HAK_CARVE_COLOR (5u * HAK_PAGE_MIN + 3u * 64)
+
+/* The same holds for the TLB, whose sets are picked by the low bits of the
+ * page number: the hot first pages of every class, each at the bottom of
+ * its 4 GiB region, would share a few sets while the rest stayed empty (30
+ * areas of 256 KiB read at random, 4 GiB apart: 3.1 ns a read; each 64 KiB
+ * further along than the last: 1.0 ns, as side by side). So a region's
+ * first SuperSlab hands out its slabs from the one that holds its byte
+ * HAK_SLAB_COLOR * c (modulo the SuperSlab) on, wrapping once: class c's
+ * hot pages start about c * 192 KiB in, and the carve color above moves
+ * each within its slab. */
+#define HAK_SLAB_COLOR (3u * 64 * 1024)
 
 /* Blocks of 4 KiB and more would all start at the same offset in 4 KiB, so
  * the same bytes of different blocks would fall into the same cache sets;
@@ -122,7 +133,8 @@ static void class_geometry(unsigned c) {
   k->magic_unit = k->magic * size;
   HAK_ASSERT(k->magic_unit >= 1 && k->magic_unit <= size && k->magic > HAK_REGION_BYTES + size);
   k->carve_first = c < HAK_NTINY ? (uint32_t)((c * HAK_CARVE_COLOR) % slab / size) : 0;
-  HAK_ASSERT(k->carve_first < k->slab_blocks);
+  k->first_slab = (uint32_t)(c * (uint64_t)HAK_SLAB_COLOR % k->ss_bytes / slab);
+  HAK_ASSERT(k->carve_first < k->slab_blocks && k->first_slab < k->ss_slabs);
   /* The invariants of struct hak_class that depend on the OS page. */
   HAK_ASSERT(k->ss_bytes % page == 0 && ss <= 256 && slab >= HAK_SLAB_MIN_PAGES * page);
   HAK_ASSERT(c >= HAK_NTINY || slab % page == 0);

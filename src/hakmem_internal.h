@@ -156,6 +156,8 @@ struct hak_class {
   uint64_t magic_unit;    /* magic * size mod 2^64, in [1, size]               */
   uint32_t carve_first;   /* block the first slab of a region carves first, then
                              on, wrapping (< slab_blocks); hak_slab_carve_first */
+  uint32_t first_slab;    /* slab a region's first SuperSlab hands out first, then
+                             on, wrapping (< ss_slabs): the class's slab color */
   uint8_t  tier;          /* enum hak_tier                                     */
 };
 extern struct hak_class _hak_classes[HAK_NCLS];
@@ -338,11 +340,12 @@ struct hak_slab {
 };
 
 /* The block s carves first: the class's carve color (class.c) for the first
- * slab of a region, where every class's region starts at the same offset;
- * block 0 for every other slab, which so carves in one run of addresses. */
+ * slab a region hands out (its slab color, first_slab), where every class's
+ * region starts at the same offset; block 0 for every other slab, which so
+ * carves in one run of addresses. */
 static inline uint32_t hak_slab_carve_first(const struct hak_slab *s) {
   const struct hak_class *k = &_hak_classes[s->cls];
-  return (s->start & (HAK_REGION_BYTES - 1)) < k->slab_bytes ? k->carve_first : 0;
+  return (s->start & (HAK_REGION_BYTES - 1)) == (uint64_t)k->first_slab * k->slab_bytes ? k->carve_first : 0;
 }
 
 #define HAK_REMOTE_SHIFT 48             /* class regions lie below 2^48 */

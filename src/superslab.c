@@ -49,12 +49,16 @@ static void ss_check(const struct hak_superslab *ss) {
              ss->free_slabs * HAK_SS_DRAIN_DEN >= ss->nslabs * HAK_SS_DRAIN_NUM);
 }
 
-/* ss was just mapped (region.c): every slab free and not resident. */
+/* ss was just mapped (region.c): every slab free and not resident. Its free
+ * list runs in address order; a region's first SuperSlab starts it at the
+ * class's slab color (class.c), wrapping once. */
 void _hak_superslab_mapped(struct hak_superslab *ss) {
   ss->free_slabs = ss->nslabs;
   ss->state = HAK_SS_EMPTY;
   ss->free_list = NULL;
-  for (int i = ss->nslabs - 1; i >= 0; i--) {
+  unsigned first = ss->index == 0 ? _hak_classes[ss->cls].first_slab : 0;
+  for (unsigned n = ss->nslabs; n-- > 0;) {
+    unsigned i = (n + first) % ss->nslabs;
     ss->slabs[i].state = HAK_SLAB_FREE;
     ss->slabs[i].dirty = 0;
     ss->slabs[i].recycled = 0;

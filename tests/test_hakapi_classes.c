@@ -12,6 +12,14 @@
 #include "hakmem.h"
 #include "hakmem_internal.h"
 
+/* The page, modulo 2 MiB, of the block a region of Tiny class c carves
+ * first: its slab color and its carve color. */
+static unsigned hot_page(unsigned c) {
+  const struct hak_class *k = &_hak_classes[c];
+  uint64_t off = (uint64_t)k->first_slab * k->slab_bytes + (uint64_t)k->carve_first * k->size;
+  return (unsigned)(off % (2u << 20) / HAK_PAGE_MIN);
+}
+
 static void check_geometry(void) {
   const size_t page = _hak_os_page, mid_slab = 2 * page > 65536 ? 2 * page : 65536;
   for (unsigned c = 0; c < HAK_NCLS; c++) {
@@ -39,6 +47,11 @@ static void check_geometry(void) {
            "C%u: %u blocks per mid slab", c, k->slab_blocks);
     CHECKF(k->slab_blocks < (1u << (64 - HAK_REMOTE_SHIFT)), "C%u: remote counts overflow", c);
     CHECKF(k->ss_bytes == (uint64_t)k->ss_slabs * k->slab_bytes, "C%u SuperSlab bytes", c);
+    CHECKF(k->first_slab < k->ss_slabs, "C%u: slab color %u past its SuperSlab", c, k->first_slab);
+    /* The Tiny classes' regions start carving on different pages modulo
+     * 2 MiB, a SuperSlab (a TLB's sets: class.c, the slab color). */
+    for (unsigned d = 0; c < HAK_NTINY && d < c; d++)
+      CHECKF(hot_page(d) != hot_page(c), "C%u and C%u start carving on page %u of 2 MiB", d, c, hot_page(c));
     CHECKF(HAK_REGION_BYTES / k->ss_bytes >= 64, "C%u: a region holds few SuperSlabs", c);
     unsigned want_tier = c < HAK_NTINY ? HAK_TIER_TINY : c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25;
     CHECKF(k->tier == want_tier, "C%u tier %u", c, k->tier);

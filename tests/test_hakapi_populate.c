@@ -7,9 +7,11 @@
  *    next HAK_POPULATE_BYTES (32 KiB) of blocks at once, and not the pages
  *    past them;
  *  - the hardened build marks no slab ahead;
- *  - carve order (default build): the first slab of a class region carves
- *    from the class's carve color, wrapping once; any other slab carves
- *    from block 0 in one run of increasing addresses.
+ *  - slab order: a class region hands out the slab of the class's slab
+ *    color first, then the next one up;
+ *  - carve order (default build): that first slab carves from the class's
+ *    carve color, wrapping once; any other slab carves from block 0 in one
+ *    run of increasing addresses.
  * Where the kernel (or an emulator) does not fault pages in on
  * MADV_POPULATE_WRITE, the residency checks are skipped and said so.
  * The heap is a stand-in: the slab engine only reads its counters and
@@ -103,12 +105,18 @@ int main(void) {
       CHECKF(!resident(carve_addr(second, past)), "a page past the populated run is resident");
   }
 
-  /* Carve order: the region's first slab from the color, the next from
-   * block 0 and up, every block once. */
+  /* Slab order: the class's region (nothing else used the class) hands out
+   * the slab of its slab color first, then the next one up. Carve order:
+   * that slab from the carve color, the next from block 0 and up, every
+   * block once. */
+  const struct hak_class *k = &_hak_classes[c];
+  uint64_t first_off = first->start & (HAK_REGION_BYTES - 1);
+  CHECKF(first_off == (uint64_t)k->first_slab * k->slab_bytes,
+         "the region's first slab is at offset %llu, not at slab %u",
+         (unsigned long long)first_off, k->first_slab);
+  CHECK(second->start == first->start + k->slab_bytes || k->first_slab + 1 == k->ss_slabs);
   if (!HAK_HARDENED) {
-    bool first_of_region = (first->start & (HAK_REGION_BYTES - 1)) == 0;
-    CHECK(!first_of_region || hak_slab_carve_first(first) == _hak_classes[c].carve_first);
-    CHECK(second->start & (HAK_REGION_BYTES - 1));
+    CHECK(hak_slab_carve_first(first) == k->carve_first);
     CHECK(hak_slab_carve_first(second) == 0);
     CHECKF(list == (void *)second->start, "the second slab carved %p first, not its block 0 %p",
            list, (void *)second->start);
