@@ -5,8 +5,8 @@
   3. every benchmark program in a short smoke run under glibc and under hakmem;
   4. the runner's measurements (wait4), the program suite's wiring with a small program
      of its own (sort), and the one table of both suites;
-  5. the commands run, options, ab (3 pairs), ab --aa, bench --quick (one benchmark), pairs,
-     and the launcher of an installed copy.
+  5. the commands run, options, ab (3 pairs), ab --aa, ab over several programs, bench --quick
+     (one benchmark), pairs, and the launcher of an installed copy.
 Run by tests/run.sh with HAK_TEST_BUILD=/abs/path/to/build. Checks behaviour, never timing.
 Ends with "N passed, N failed"; exits non-zero when a check failed."""
 
@@ -509,6 +509,55 @@ def check_ab_on_a_program(tmp):
           done.returncode == 2 and "nosuch" in done.stderr, done.stderr[-300:])
 
 
+class SortAgain(SortProgram):
+    name = "sort2"
+
+
+def check_ab_on_several_programs(tmp):
+    """ab --program a,b and --program all: one A/B per program, then the table of them."""
+    original = suites.program_suite
+    suites.program_suite = lambda build=None: ([SortProgram(), SortAgain(), MissingProgram()],
+                                               None)
+    try:
+        out = Path(tmp) / "ab-suite"
+        args = cli.command_parser().parse_args(["ab", "--program", "sort2,sort", "--pairs", "2",
+                                                "--a-lib", "glibc", "--b-lib", "glibc",
+                                                "--seed", "5", "--out", str(out)])
+        status = ab.cmd_ab(args)
+        table = json.loads((out / "suite.json").read_text()) if (out / "suite.json").exists() \
+            else {}
+        rows = table.get("rows", [])
+        check("hakmem ab --program a,b compares each program in pairs, in the order named",
+              status == 0 and [r["program"] for r in rows] == ["sort2", "sort"]
+              and all(r["pairs"] == 2 and r["verdict"] in ("GO", "NO-GO", "INCONCLUSIVE")
+                      for r in rows), str(table)[:400])
+        check("hakmem ab --program a,b keeps each program's own report",
+              (out / "ab-sort.md").exists() and (out / "ab-sort2.json").exists()
+              and (out / "suite.md").exists())
+        gains = [r["gain"] for r in rows if r["gain"] is not None]
+        want = math.exp(sum(math.log(1 + g) for g in gains) / len(gains)) - 1 if gains else None
+        check("the table's geometric mean is that of the programs' gains",
+              want is not None and abs(table["geomean"]["gain"] - want) < 1e-12, str(table)[:300])
+        markdown = (out / "suite.md").read_text() if (out / "suite.md").exists() else ""
+        check("the table names every program and the geometric mean",
+              "| sort2 |" in markdown and "| sort |" in markdown and "geometric mean" in markdown)
+        out = Path(tmp) / "ab-all"
+        args = cli.command_parser().parse_args(["ab", "--program", "all", "--pairs", "1",
+                                                "--a-lib", "glibc", "--b-lib", "glibc",
+                                                "--out", str(out)])
+        status = ab.cmd_ab(args)
+        table = json.loads((out / "suite.json").read_text()) if (out / "suite.json").exists() \
+            else {}
+        check("hakmem ab --program all runs every installed program and skips a missing one",
+              status == 0 and [r["program"] for r in table.get("rows", [])] == ["sort", "sort2"],
+              str(table)[:300])
+    finally:
+        suites.program_suite = original
+    done = run_tool("ab", "--aa", "--program", "jq,lua", "--pairs", "2")
+    check("hakmem ab --aa refuses several programs",
+          done.returncode == 2 and "--aa" in done.stderr, done.stderr[-300:])
+
+
 def check_bench_command(tmp):
     out = Path(tmp) / "bench"
     done = run_tool("bench", "--build", str(BUILD), "--quick", "--bench", "random_mixed",
@@ -607,6 +656,7 @@ def main():
         check_ab_command(library, tmp)
         check_aa_command(tmp)
         check_ab_on_a_program(tmp)
+        check_ab_on_several_programs(tmp)
         check_bench_command(tmp)
         check_pairs_command()
         if library:

@@ -1,6 +1,7 @@
 """`hakmem ab`: paired A/B runs of one command and the decision (stats.paired_compare);
 `hakmem ab --aa`: A/A trials that measure how often the decision says GO when nothing
-differs (the false-GO rate of this command on this machine)."""
+differs (the false-GO rate of this command on this machine). Several programs of the
+program suite at once: ab_suite.py."""
 
 import contextlib
 import json
@@ -13,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import machine, suites
+from . import ab_suite, machine, suites
 from .allocators import Allocator, resolve_library
 from .errors import UsageError
 from .runner import PERF_EVENTS, Progress, perf_unavailable_reason, run_command
@@ -274,20 +275,24 @@ def ab_markdown(report):
 
 
 def check_arguments(args):
+    """(command, program names): a command after --, or the names given to --program."""
     command = args.command[1:] if args.command and args.command[0] == "--" else args.command
-    if not command and not args.program:
+    programs = suites.split_names(args.program)
+    if not command and not programs:
         raise UsageError("ab needs a command after -- (or --program NAME)")
-    if command and args.program:
+    if command and programs:
         raise UsageError("give either a command after -- or --program NAME, not both")
-    if args.program and args.perf:
+    if programs and args.perf:
         raise UsageError("--perf counts a command, not a program of the suite")
+    if args.aa and ab_suite.several(programs):
+        raise UsageError("--aa takes one command or one program")
     if args.pairs < 1:
         raise UsageError("--pairs must be at least 1")
     if args.trials < 1:
         raise UsageError("--trials must be at least 1")
     if args.aa and (args.b or args.b_lib):
         raise UsageError("--aa runs A against itself: --b and --b-lib do not apply")
-    return command
+    return command, programs
 
 
 def suite_program(name, build):
@@ -298,15 +303,14 @@ def suite_program(name, build):
 
 
 @contextlib.contextmanager
-def target(args, command, perf):
+def target(args, command, perf, program=None):
     """(command as shown, run_one(config)) for a command, or for a program of the suite
     with its input prepared once (untimed) and its output checked after every run."""
-    if not args.program:
+    if program is None:
         events = PERF_EVENTS if perf else None
         yield command, lambda config: run_command(command, config.settings, config.library,
                                                   args.timeout, events)
         return
-    program = suite_program(args.program, args.build)
     workroot = tempfile.mkdtemp(prefix="hakmem-ab-")
     try:
         print(f"preparing {program.name} ...", file=sys.stderr)
@@ -318,46 +322,76 @@ def target(args, command, perf):
         shutil.rmtree(workroot, ignore_errors=True)
 
 
-def write_results(folder, name, markdown, result, json_path):
+def write_results(folder, name, markdown, result, json_path, show=True):
     (folder / f"{name}.md").write_text(markdown)
     text = json.dumps(result, indent=1) + "\n"
     (folder / f"{name}.json").write_text(text)
     if json_path:
         Path(json_path).write_text(text)
-    print(markdown)
-    print(f"results in {folder}/: {name}.md, {name}.json", file=sys.stderr)
+    if show:
+        print(markdown)
+        print(f"results in {folder}/: {name}.md, {name}.json", file=sys.stderr)
 
 
-def header(command, args, info, seed):
+def header(command, info, seed, program=None):
     return {"tool": "hakmem ab", "date": machine.now_iso(), "machine": info,
-            "invocation": machine.invocation(), "command": command, "program": args.program,
-            "seed": seed}
+            "invocation": machine.invocation(), "command": command,
+            "program": program.name if program else None, "seed": seed}
 
 
-def cmd_ab(args):
-    command = check_arguments(args)
-    configs = ab_configs(args)
-    info = machine.machine_info()
-    machine.warn_if_busy(info)
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
-    print(f"hakmem ab: seed {seed}", file=sys.stderr)
-    perf_problem = perf_unavailable_reason() if args.perf and not args.aa else None
-    if perf_problem:
-        print(f"perf unavailable: {perf_problem}", file=sys.stderr)
-    with target(args, command, args.perf and not perf_problem) as (shown, run_one):
-        if args.aa:
-            return run_aa(args, shown, configs, info, seed, run_one)
+def compare(args, configs, info, seed, command, program=None, perf_problem=None):
+    """The paired A/B of a command or of one program of the suite: the report's dict."""
+    perf = args.perf and not perf_problem
+    with target(args, command, perf, program) as (shown, run_one):
         progress = Progress(2 * args.pairs)
-        sequence = run_pairs(configs, run_one, args.pairs, random.Random(seed), progress)
+        sequence = run_pairs(configs, run_one, args.pairs, random.Random(seed), progress,
+                             f"{program.name}: " if program else "")
         progress.finish()
     metric = resolve_metric(args.metric, [e["outcome"] for e in sequence])
-    result = dict(header(shown, args, info, seed),
+    result = dict(header(shown, info, seed, program),
                   **ab_result(configs, shown, sequence, args, metric, seed))
     outcomes = {c.label: [e["outcome"] for e in sequence if e["config"] == c.label]
                 for c in configs}
     result["perf"] = {"requested": args.perf, "unavailable": perf_problem,
                       "medians": {label: perf_medians(outs) for label, outs in outcomes.items()}
-                      if args.perf and not perf_problem else {}}
+                      if perf else {}}
+    return result
+
+
+def compare_programs(args, configs, info, seed, names):
+    """Several programs of the suite: each one's A/B (ab-NAME.md), then the table of them
+    (suite.md: ab_suite.py). Exit status 1 if a run failed."""
+    folder = machine.results_folder(args.out, "-ab")
+
+    def compare_one(program):
+        result = compare(args, configs, info, seed, None, program)
+        write_results(folder, f"ab-{program.name}", ab_markdown(result), result, None,
+                      show=False)
+        return result
+
+    reports = ab_suite.run_programs(names, args.build, compare_one)
+    table = ab_suite.suite_result(reports, info, seed, args.pairs)
+    write_results(folder, "suite", ab_suite.suite_markdown(table), table, args.json)
+    return 0 if not any(any(r["failures"].values()) for r in reports) else 1
+
+
+def cmd_ab(args):
+    command, programs = check_arguments(args)
+    configs = ab_configs(args)
+    info = machine.machine_info()
+    machine.warn_if_busy(info)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
+    print(f"hakmem ab: seed {seed}", file=sys.stderr)
+    if ab_suite.several(programs):
+        return compare_programs(args, configs, info, seed, programs)
+    program = suite_program(programs[0], args.build) if programs else None
+    perf_problem = perf_unavailable_reason() if args.perf and not args.aa else None
+    if perf_problem:
+        print(f"perf unavailable: {perf_problem}", file=sys.stderr)
+    if args.aa:
+        with target(args, command, False, program) as (shown, run_one):
+            return run_aa(args, shown, configs, info, seed, run_one, program)
+    result = compare(args, configs, info, seed, command, program, perf_problem)
     write_results(machine.results_folder(args.out, "-ab"), "ab", ab_markdown(result), result,
                   args.json)
     return 0 if not any(result["failures"].values()) else 1
@@ -402,13 +436,13 @@ def aa_markdown(result):
     return "\n".join(lines) + "\n"
 
 
-def run_aa(args, command, configs, info, seed, run_one):
+def run_aa(args, command, configs, info, seed, run_one, program=None):
     """--aa: `trials` A/A comparisons, each of `pairs` pairs; prints the false-GO rate."""
     progress = Progress(2 * args.pairs * args.trials)
     trials = [aa_trial(args, run_one, configs, seed, trial, progress)
               for trial in range(args.trials)]
     progress.finish()
-    result = dict(header(command, args, info, seed), pairs=args.pairs,
+    result = dict(header(command, info, seed, program), pairs=args.pairs,
                   threshold=args.threshold / 100, trials=trials,
                   configs={c.label: {"settings": c.settings, "library": c.library,
                                      "describe": c.describe()} for c in configs})

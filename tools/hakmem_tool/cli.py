@@ -127,8 +127,11 @@ def add_ab_parser(sub):
                     "dummy variable); prints the false-GO rate")
     ab.add_argument("--trials", type=int, default=DEFAULT_TRIALS,
                     help=f"A/A trials with --aa (default {DEFAULT_TRIALS})")
-    ab.add_argument("--program", metavar="NAME", help="compare on this program of the program "
-                    "suite (its input prepared once, its output checked) instead of a command")
+    ab.add_argument("--program", "--programs", action="append", default=[],
+                    metavar="NAME[,NAME]", help="compare on this program of the program suite "
+                    "(its input prepared once, its output checked) instead of a command; "
+                    "several (repeatable) or all: one paired A/B each, then a table of them "
+                    "with the geometric mean of their gains")
     ab.add_argument("--quick", action="store_true", help="with --program: its small input")
     ab.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PCT, metavar="PCT",
                     help="gain needed for GO, in percent (default 1.0)")
