@@ -27,17 +27,17 @@ static const uint32_t class_sizes[HAK_NCLS] = {
 /* Every class region starts 4 GiB-aligned, so if slabs carved from their
  * first block, the blocks a thread uses most (the first carved, reused LIFO)
  * would sit at the same small offsets in every class and fight for the same
- * cache sets while the rest of the L2 stayed empty. The first slab a
- * Tiny class's region hands out (its slab color, below) carves from the block HAK_CARVE_COLOR * c bytes in
- * (modulo the slab), wrapping around: 5 times 4 KiB and 3 cache lines apart,
- * the Tiny classes start on 16 different 4 KiB of a 64 KiB slab and
- * different L1 sets (docs/experiments.md; cachegrind on random_mixed:
- * misses of a 512 KiB cache 17x fewer). Later slabs carve from block 0 in
- * one run of addresses (hak_slab_carve_first): a wrap in every slab broke,
- * twice a slab, the runs a program reads back in the order it allocated
- * them (a parsed document), and cost xmllint 5%. Mid classes have their
- * per-block color pad instead. Both are about caches, not the OS page:
- * constants. */
+ * cache sets while the rest of the L2 stayed empty. The first slab a Tiny
+ * class's region hands out (its slab color, below) carves from the block
+ * HAK_CARVE_COLOR * c bytes in (modulo the slab), wrapping around: 5 times
+ * 4 KiB and 3 cache lines apart, the Tiny classes start on 16 different
+ * 4 KiB of a 64 KiB slab and different L1 sets (docs/experiments.md;
+ * cachegrind on random_mixed: misses of a 512 KiB cache 17x fewer). Later
+ * slabs carve from block 0 in one run of addresses (hak_slab_carve_first):
+ * a wrap in every slab broke, twice a slab, the runs a program reads back
+ * in the order it allocated them (a parsed document), and cost xmllint 5%.
+ * Mid classes have their per-block color pad instead. Both are about
+ * caches, not the OS page: constants. */
 #define HAK_CARVE_COLOR (5u * HAK_PAGE_MIN + 3u * 64)
 
 /* The same holds for the TLB, whose sets are picked by the low bits of the

@@ -154,8 +154,8 @@ struct hak_class {
   uint64_t ss_bytes;      /* ss_slabs * slab_bytes                             */
   uint64_t magic;         /* floor(2^64 / size) + 1                            */
   uint64_t magic_unit;    /* magic * size mod 2^64, in [1, size]               */
-  uint32_t carve_first;   /* block the first slab of a region carves first, then
-                             on, wrapping (< slab_blocks); hak_slab_carve_first */
+  uint32_t carve_first;   /* block the first slab a region hands out carves first,
+                             then on, wrapping (< slab_blocks); hak_slab_carve_first */
   uint32_t first_slab;    /* slab a region's first SuperSlab hands out first, then
                              on, wrapping (< ss_slabs): the class's slab color */
   uint8_t  tier;          /* enum hak_tier                                     */
