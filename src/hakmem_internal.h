@@ -345,7 +345,8 @@ struct hak_slab {
  * carves in one run of addresses. */
 static inline uint32_t hak_slab_carve_first(const struct hak_slab *s) {
   const struct hak_class *k = &_hak_classes[s->cls];
-  return (s->start & (HAK_REGION_BYTES - 1)) == (uint64_t)k->first_slab * k->slab_bytes ? k->carve_first : 0;
+  uint64_t first = (uint64_t)k->first_slab * k->slab_bytes;   /* its offset in the region */
+  return (s->start & (HAK_REGION_BYTES - 1)) == first ? k->carve_first : 0;
 }
 
 #define HAK_REMOTE_SHIFT 48             /* class regions lie below 2^48 */

@@ -12,13 +12,13 @@
  * cut from the best fitting range; when no range is big enough for a block
  * above 4 MiB, cached ranges are moved (mremap, their pages with them) into
  * a fresh mapping of the block's size, so reuse costs no page faults
- * whatever the sizes. A block of up to 4 MiB (a class's, but in the
- * hardened build) that no range fits is a fresh mapping, and the ranges
- * stay for the next blocks of their classes: each move holds the kernel's
- * mmap lock for writing (every page fault of every other thread waits) and
- * flushes the range from every CPU's TLB; without those moves
- * bench_oversubscribed runs 17% faster at 8 threads and 13% at one
- * (docs/experiments.md, "Class-sized Large blocks not made of moved
+ * whatever the sizes. A block of up to 4 MiB (a class's in the default
+ * build, its own size in the hardened one) that no range fits is a fresh
+ * mapping, and the ranges stay for the next blocks of their classes: each
+ * move holds the kernel's mmap lock for writing (every page fault of every
+ * other thread waits) and flushes the range from every CPU's TLB; without
+ * those moves bench_oversubscribed runs 17% faster at 8 threads and 13% at
+ * one (docs/experiments.md, "Class-sized Large blocks not made of moved
  * ranges"). A growing realloc extends into the range after the block; with
  * nothing cached, it moves by mremap. Each range knows how far its pages
  * may have been written (dirty): calloc zeroes only that much. */
@@ -266,7 +266,8 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   int i = cache_best_fit(bytes, align);
   bool cached = i >= 0;
   if (cached) e = cache_cut((unsigned)i, bytes);
-  else if (align == page && bytes > HAK_LARGE_CLASS_MAX + HAK_LARGE_GUARD) nparts = cache_take_largest(bytes, parts);
+  else if (align == page && bytes > HAK_LARGE_CLASS_MAX + HAK_LARGE_GUARD)
+    nparts = cache_take_largest(bytes, parts);     /* above 4 MiB: gather moved ranges */
   hak_unlock(&_hak_lock_set.large);
   size_t reused = cached ? bytes : 0;
   for (unsigned k = 0; k < nparts; k++) reused += parts[k].bytes;

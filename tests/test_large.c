@@ -5,9 +5,9 @@
  * ranges stay for their classes), a churn of big buffers of random sizes
  * faults in few pages once the buffers are there, and calloc zeroes the
  * reused pages but leaves the fresh ones untouched. Contents are checked
- * everywhere: reused pages read as written, calloc'd ones as 0. The fault counts run in a child with a
- * purge delay of a minute, so a slow machine cannot expire the cache in
- * between. */
+ * everywhere: reused pages read as written, calloc'd ones as 0. The fault
+ * counts run in a child with a purge delay of a minute, so a slow machine
+ * cannot expire the cache in between. */
 #include "testing.h"
 
 #include <malloc.h>

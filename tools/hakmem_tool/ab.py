@@ -296,10 +296,7 @@ def check_arguments(args):
 
 
 def suite_program(name, build):
-    programs, notes = suites.select_programs([name], build)
-    if not programs:
-        raise UsageError("; ".join(notes))
-    return programs[0]
+    return ab_suite.chosen_programs([name], build)[0]
 
 
 @contextlib.contextmanager

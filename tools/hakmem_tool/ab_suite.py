@@ -5,11 +5,11 @@ verdict, its peak RSS and minor faults B / A, and the geometric mean of the gain
 the ratios (every program weighs alike, as in `hakmem bench`'s geomean). The programs'
 own reports go beside it in the results folder (ab-NAME.md, ab-NAME.json)."""
 
-import math
 import sys
 
 from . import machine, suites
 from .errors import UsageError
+from .report import geomean_of
 
 
 def several(names):
@@ -18,11 +18,13 @@ def several(names):
 
 
 def chosen_programs(names, build):
+    """The installed programs of these names (all: of the suite); a missing one is named
+    and skipped, and none at all is a usage error naming what is missing."""
     programs, notes = suites.select_programs([] if names == ["all"] else names, build)
+    if not programs:
+        raise UsageError("; ".join(notes) or "no program of the suite to compare")
     for note in notes:
         print(f"skipped {note}", file=sys.stderr)
-    if not programs:
-        raise UsageError("no program of the suite to compare: " + "; ".join(notes))
     return programs
 
 
@@ -40,17 +42,12 @@ def row(result):
             "rss_ratio": ratio(result, "peak_rss_kb"), "faults_ratio": ratio(result, "minflt")}
 
 
-def geomean(values):
-    values = [v for v in values if v is not None and v > 0]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-
 def summary(rows):
     """The geometric means over the programs: of 1 + gain (minus 1), and of the ratios."""
-    gain = geomean([1 + r["gain"] for r in rows if r["gain"] is not None])
+    gain = geomean_of([1 + r["gain"] for r in rows if r["gain"] is not None])
     return {"gain": gain - 1 if gain is not None else None,
-            "rss_ratio": geomean([r["rss_ratio"] for r in rows]),
-            "faults_ratio": geomean([r["faults_ratio"] for r in rows])}
+            "rss_ratio": geomean_of([r["rss_ratio"] for r in rows]),
+            "faults_ratio": geomean_of([r["faults_ratio"] for r in rows])}
 
 
 def shown(value, form):
