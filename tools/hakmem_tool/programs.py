@@ -3,7 +3,7 @@ generated input under any allocator (LD_PRELOAD), its output checked.
 
 Install every program of the suite with one command:
 
-    apt-get install -y jq libxml2-utils perl ruby lua5.4 gawk g++ clang memcached
+    apt-get install -y jq libxml2-utils perl ruby lua5.4 gawk g++ clang memcached python3 sqlite3
 
 (the memcached client, build/bench/memcached_load, is built by `make benches`).
 
@@ -164,9 +164,13 @@ class Jq(Program):
         return ["jq", "-c", self.FILTER, str(self.file(workdir, "input.json"))], _preload(library)
 
     def check(self, workdir, stdout_path):
+        return self.check_groups(workdir, Path(stdout_path).read_text().splitlines())
+
+    def check_groups(self, workdir, lines):
+        """None when `lines` are the expected groups as JSON, else a one-line reason."""
         want = json.loads(self.file(workdir, "expected.json").read_text())
         try:
-            got = [json.loads(line) for line in Path(stdout_path).read_text().splitlines()]
+            got = [json.loads(line) for line in lines]
         except ValueError as error:
             return f"output is not JSON lines: {error}"
         if got == want:
@@ -211,6 +215,109 @@ class Xmllint(Program):
         got = Path(stdout_path).read_text(errors="replace").strip()
         want = self.file(workdir, "expected.txt").read_text()
         return None if got == want else f"printed {got[:80]!r}, expected {want!r}"
+
+
+# ---- CPython on the same JSON records ---------------------------------------------------
+
+class PythonRecords(Jq):
+    """jq's records and summary, computed by a CPython script (bench/programs/records.py)
+    with PYTHONMALLOC=malloc: every object, not only those above 512 bytes, comes from the
+    allocator under test. Debian's /usr/bin/python3 when present (not a version manager's
+    shim, which would run a shell under the preload first)."""
+    name = "python3"
+    about = ("python3 (PYTHONMALLOC=malloc) parsing jq's JSON records, sorting, indexing and "
+             "summarising them, and writing them out again")
+    packages = ("python3",)
+    executables = ("python3",)
+
+    def generate(self, workdir, quick):
+        super().generate(workdir, quick)
+        text = self.file(workdir, "input.json").read_text()
+        # the records written back compactly: the input without its newlines
+        self.file(workdir, "dumped.txt").write_text(str(len(text) - text.count("\n")))
+
+    def command(self, workdir, library):
+        python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else "python3"
+        return ([python, "-s", str(SCRIPTS / "records.py"), str(self.file(workdir, "input.json"))],
+                {"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0", **_preload(library)})
+
+    def check(self, workdir, stdout_path):
+        lines = Path(stdout_path).read_text(errors="replace").splitlines()
+        want = "dumped " + self.file(workdir, "dumped.txt").read_text()
+        if not lines or lines[-1] != want:
+            return f"last line is {lines[-1][:80] if lines else ''!r}, expected {want!r}"
+        return self.check_groups(workdir, lines[:-1])
+
+
+# ---- sqlite3 on an in-memory database ---------------------------------------------------
+
+class Sqlite(Program):
+    """The sqlite3 shell on an in-memory database: rows made by a recursive query, two
+    indexes, grouping, a self-join, an update that grows strings, a delete and a sorted
+    group_concat. Every row's values are arithmetic on its id, so the expected answers are
+    computed here."""
+    name = "sqlite3"
+    about = ("sqlite3 on an in-memory database: 200,000 generated rows, indexes, GROUP BY, "
+             "a self-join, UPDATE, DELETE, group_concat")
+    packages = ("sqlite3",)
+    executables = ("sqlite3",)
+
+    @staticmethod
+    def rows(count):
+        for i in range(1, count + 1):
+            yield i, f"c{i * 7919 % 997}", i * 31337 % 1000, f"n{i * 2654435761 % 50021:x}-{i * 40503 % 50021:x}"
+
+    def generate(self, workdir, quick):
+        count = 40000 if quick else 200000
+        self.file(workdir, "script.sql").write_text(f"""\
+CREATE TABLE items(id INTEGER PRIMARY KEY, cat TEXT, qty INTEGER, name TEXT);
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {count})
+INSERT INTO items SELECT i, 'c' || (i * 7919 % 997), i * 31337 % 1000,
+  printf('n%x-%x', i * 2654435761 % 50021, i * 40503 % 50021) FROM n;
+CREATE INDEX items_cat ON items(cat, qty);
+CREATE INDEX items_name ON items(name);
+SELECT count(*), sum(qty), count(DISTINCT cat), count(DISTINCT name) FROM items;
+SELECT cat, count(*), sum(qty) FROM items GROUP BY cat ORDER BY 3 DESC, cat LIMIT 3;
+SELECT count(*) FROM items a JOIN items b ON a.name = b.name AND a.id < b.id;
+UPDATE items SET name = name || '+' || cat WHERE qty < 300;
+DELETE FROM items WHERE qty % 7 = 0;
+SELECT count(*), sum(length(name)), max(name) FROM items;
+SELECT cat, length(group_concat(name, ',')) FROM (SELECT cat, name FROM items ORDER BY name)
+  GROUP BY cat ORDER BY 2 DESC, cat LIMIT 3;
+""")
+        self.file(workdir, "expected.txt").write_text("\n".join(self.answers(count)) + "\n")
+
+    def answers(self, count):
+        rows = list(self.rows(count))
+        names = collections.Counter(r[3] for r in rows)
+        by_cat = {}
+        for _, cat, qty, _ in rows:
+            n, total = by_cat.get(cat, (0, 0))
+            by_cat[cat] = (n + 1, total + qty)
+        out = [f"{len(rows)}|{sum(r[2] for r in rows)}|{len(by_cat)}|{len(names)}"]
+        out += [f"{cat}|{n}|{total}" for cat, (n, total) in
+                sorted(by_cat.items(), key=lambda item: (-item[1][1], item[0]))[:3]]
+        out.append(str(sum(n * (n - 1) // 2 for n in names.values())))
+        kept = [(cat, name + "+" + cat if qty < 300 else name)
+                for _, cat, qty, name in rows if qty % 7]
+        out.append(f"{len(kept)}|{sum(len(name) for _, name in kept)}|{max(n for _, n in kept)}")
+        joined = collections.Counter()
+        members = collections.Counter()
+        for cat, name in kept:
+            joined[cat] += len(name)
+            members[cat] += 1
+        lengths = {cat: joined[cat] + members[cat] - 1 for cat in joined}
+        out += [f"{cat}|{n}" for cat, n in sorted(lengths.items(), key=lambda item: (-item[1], item[0]))[:3]]
+        return out
+
+    def command(self, workdir, library):
+        return (["sqlite3", "-batch", ":memory:", f".read {self.file(workdir, 'script.sql')}"],
+                _preload(library))
+
+    def check(self, workdir, stdout_path):
+        got = Path(stdout_path).read_text(errors="replace")
+        want = self.file(workdir, "expected.txt").read_text()
+        return None if got == want else _first_difference(got, want)
 
 
 # ---- C++ compilers on a generated template-heavy unit ---------------------------------
@@ -391,4 +498,6 @@ PROGRAMS = [
     Compile("clang++", "clang++ -O1 -S on the same kind of template-heavy C++17 unit", ("clang",),
             "clang++", 6, 1),
     Memcached(),
+    PythonRecords(),
+    Sqlite(),
 ]
