@@ -22,6 +22,7 @@
  *   span.c      the span heap: blocks of 40 KiB to 1 MiB as page runs of one
  *               shared slot
  *   large.c     Large blocks (> 1 MiB): one mapping each, a range cache
+ *               whose resident pages fresh slabs and span runs may take
  *   heap.c      first-class heaps (hak_heap_new ...): segments and mappings
  *               of their own, found by the slow free; destroy and delete
  *   purge.c     when free memory goes back to the OS: SuperSlabs, span heap
@@ -848,6 +849,7 @@ size_t _hak_large_usable(const void *p);              /* 0: not a large block */
 void  *_hak_large_realloc(void *p, size_t n);         /* NULL: move it yourself */
 size_t _hak_large_trim(void);
 size_t _hak_large_expire(uint32_t now_ms, uint32_t delay_ms);
+size_t _hak_large_give(uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed);  /* page moves */
 bool   _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
 
 /* ---- heap.c ---------------------------------------------------------------- */

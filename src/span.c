@@ -252,7 +252,8 @@ static bool moved_note(uint32_t i) {
 }
 
 /* Span pages [i, i + len), about to be handed out and not resident, take
- * the resident pages of class slabs (superslab.c), one range at a time,
+ * the resident pages of class slabs (superslab.c), then of cached Large
+ * ranges (large.c), one range at a time,
  * each marked where it starts. false when a refused move left a hole. */
 static bool run_fill(uint32_t i, uint32_t len) {
   unsigned budget = _hak_superslab_move_budget(), calls = 0;
@@ -262,6 +263,7 @@ static bool run_fill(uint32_t i, uint32_t len) {
   while (got < need && !failed && calls < budget) {
     unsigned before = calls;
     size_t n = _hak_superslab_give(page_addr(i) + got, need - got, HAK_NCLS, calls + 1, &calls, &failed);
+    if (calls == before && !failed) n = _hak_large_give(page_addr(i) + got, need - got, calls + 1, &calls, &failed);
     if (calls == before) break;
     uint32_t at = i + (uint32_t)(got >> HAK_SPAN_PAGE_SHIFT), had = span.moved_n;
     if (!moved_note(at)) failed = 1;         /* cannot happen under the cap: stop */

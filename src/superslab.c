@@ -289,8 +289,8 @@ size_t _hak_superslab_give(uintptr_t at, size_t need, unsigned skip, unsigned bu
 }
 
 /* s, a fresh slab of no resident pages, taken by the caller (no lock held),
- * gets as many resident pages as other classes and then the span heap have
- * free. false when a refused move left a hole in s: s is then kept out of
+ * gets as many resident pages as other classes, then the span heap, then the
+ * Large range cache have free. false when a refused move left a hole in s: s is then kept out of
  * use. */
 bool _hak_superslab_fill(struct hak_slab *s) {
   unsigned budget = _hak_superslab_move_budget(), calls = 0;
@@ -300,6 +300,7 @@ bool _hak_superslab_fill(struct hak_slab *s) {
   int failed = 0;
   size_t got = _hak_superslab_give(at, to - at, s->cls, budget, &calls, &failed);
   if (got < to - at && !failed && calls < budget) got += _hak_span_give(at + got, to - at - got, budget, &calls, &failed);
+  if (got < to - at && !failed && calls < budget) got += _hak_large_give(at + got, to - at - got, budget, &calls, &failed);
   /* Ranges are counted as the slab will uncount them (its SuperSlab unmapped). */
   unsigned in = s->moved_in + calls < UINT8_MAX ? s->moved_in + calls : UINT8_MAX;
   _hak_superslab_moved((long)(in - s->moved_in), got, failed);

@@ -14,7 +14,9 @@
  *    its new blocks hold what is written to them;
  *  - freed span blocks (100 KiB) give their pages to a Tiny class too;
  *  - HAKMEM_PAGE_MOVES=4 bounds the moved ranges (each may cost the kernel
- *    two mappings): 4 slabs' pages move, not 8 MiB.
+ *    two mappings): 4 slabs' pages move, not 8 MiB;
+ *  - a freed Large block gives its pages to a Tiny class at once: they
+ *    leave its range, which stays cached, and a calloc of its size reads 0.
  * A kernel without MREMAP_DONTUNMAP (before Linux 5.7), or an emulator
  * that counts a move's source unmapped, gets no moves: then nothing moves
  * and every block still works. */
@@ -185,6 +187,41 @@ static void check_bound(void) {
   CHECK(check_and_free(b, n, 2048));
 }
 
+/* Resident pages of [p, p + bytes) (mincore), or -1 when it is not mapped. */
+static long resident_pages(const void *p, size_t bytes) {
+  static unsigned char vec[FILL / 4096];
+  long page = sysconf(_SC_PAGESIZE), n = (long)(bytes / (size_t)page), in = 0;
+  if (n > (long)sizeof vec || mincore((void *)p, bytes, vec) != 0) return -1;
+  for (long i = 0; i < n; i++) in += vec[i] & 1;
+  return in;
+}
+
+/* Run first in its own process, so no free slab or span run is there to
+ * give before the Large block does. */
+static void check_large(void) {
+  long page = sysconf(_SC_PAGESIZE);
+  unsigned char *big = malloc(FILL);
+  CHECK(big != NULL && ((uintptr_t)big & (uintptr_t)(page - 1)) == 0);
+  if (!big) return;
+  memset(big, 0x5a, FILL);
+  free(big);
+  long before = resident_pages(big, FILL);
+  size_t n;
+  unsigned char **b = write_blocks(512, FILL / 2, &n);
+  long after = resident_pages(big, FILL);
+  fprintf(stderr, "Large -> 512 B: %ld of %ld pages of the freed block resident before, %ld after\n",
+          before, FILL / page, after);
+  CHECKF(before == FILL / page, "%ld pages resident of a freed, cached 8 MiB block", before);
+  if (kernel_moves())
+    CHECKF(after >= 0 && after <= before - FILL / 4 / page, "%ld pages resident after the writes", after);
+  unsigned char *z = calloc(1, FILL);
+  bool zero = z != NULL;
+  for (size_t i = 0; zero && i < (size_t)FILL; i++) zero = z[i] == 0;
+  CHECKF(zero, "a calloc of the freed block's size is not all 0");
+  free(z);
+  CHECK(check_and_free(b, n, 512));
+}
+
 static int run_child(const char *self, const char *mode, const char *moves) {
   pid_t pid = fork();
   if (pid == 0) {
@@ -201,7 +238,9 @@ static int run_child(const char *self, const char *mode, const char *moves) {
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "moves") == 0) { check_moves(); TEST_END(); }
   if (argc > 1 && strcmp(argv[1], "bound") == 0) { check_bound(); TEST_END(); }
+  if (argc > 1 && strcmp(argv[1], "large") == 0) { check_large(); TEST_END(); }
   CHECKF(run_child(argv[0], "moves", "4096") == 0, "moves");
+  CHECKF(run_child(argv[0], "large", "4096") == 0, "large");
   CHECKF(run_child(argv[0], "bound", "4") == 0, "bound");
   TEST_END();
 }
