@@ -109,7 +109,7 @@
 #define HAK_TINY_MAX     2048u              /* Tiny: 1 B .. 2 KiB            */
 #define HAK_L2_MAX       (52u * 1024)       /* L2: .. 32 KiB + bridge to 52  */
 #define HAK_MID_MAX      (1024u * 1024)     /* L2.5: .. 1 MiB; Large above   */
-#define HAK_NTINY        24                 /* classes C0..C23               */
+#define HAK_NTINY        25                 /* classes C0..C24               */
 #define HAK_NL2          19
 #define HAK_NL25         17
 #define HAK_NCLS         (HAK_NTINY + HAK_NL2 + HAK_NL25)
