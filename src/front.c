@@ -497,6 +497,17 @@ void _hak_front_free_unpushed(void *p, unsigned c) {
   _hak_front_free_slow(p, c);
 }
 
+/* The span classes' lists go back to the span heap, where their pages can
+ * move into a fresh Large block (large.c); their capacities start again. */
+bool _hak_front_spans_flush(struct hak_heap *h) {
+  bool any = false;
+  for (unsigned c = HAK_SPAN_FIRST; c < HAK_NCLS; c++) {
+    any |= HAK_LIST(c) != NULL;
+    drop_list(h, c);
+  }
+  return any;
+}
+
 /* At thread exit and malloc_trim: every list back to its slabs, with its
  * capacity. */
 void _hak_front_heap_flush(struct hak_heap *h) {

@@ -22,7 +22,8 @@
  *   span.c      the span heap: blocks of 40 KiB to 1 MiB as page runs of one
  *               shared slot
  *   large.c     Large blocks (> 1 MiB): one mapping each, a range cache
- *               whose resident pages fresh slabs and span runs may take
+ *               whose resident pages fresh slabs and span runs may take;
+ *               a fresh mapping takes free span runs' pages
  *   heap.c      first-class heaps (hak_heap_new ...): segments and mappings
  *               of their own, found by the slow free; destroy and delete
  *   purge.c     when free memory goes back to the OS: SuperSlabs, span heap
@@ -745,7 +746,8 @@ void   _hak_superslab_mapped(struct hak_superslab *ss);
 struct hak_slab *_hak_superslab_fresh_slab(unsigned cls, bool *resident);
 void   _hak_superslab_release_slab(struct hak_slab *s);
 /* Page moves (no pool lock held; the span heap's recipient holds its own):
- * resident pages of free slabs and span runs into fresh slabs and runs. */
+ * resident pages of free slabs and span runs into fresh slabs, runs and
+ * Large mappings. */
 bool   _hak_superslab_fill(struct hak_slab *s);   /* false: a hole, s is lost */
 unsigned _hak_superslab_move_budget(void);        /* ranges a recipient may take now */
 size_t _hak_superslab_give(uintptr_t at, size_t need, unsigned skip, unsigned budget, unsigned *calls, int *failed);
@@ -779,6 +781,7 @@ HAK_SLOW void  _hak_front_free_slow(void *p, unsigned c);  /* list full, or no h
 void  _hak_front_free_unpushed(void *p, unsigned c);       /* the same, no push was tried  */
 void  _hak_front_heap_init(struct hak_heap *h);
 void  _hak_front_heap_flush(struct hak_heap *h);
+bool  _hak_front_spans_flush(struct hak_heap *h);   /* span lists to the span heap; any? */
 unsigned _hak_front_max_cap(unsigned c);
 size_t _hak_front_max_bytes(unsigned first, unsigned last);  /* classes [first, last) */
 void  _hak_front_init(void);                      /* after the options           */
@@ -834,6 +837,7 @@ int    _hak_span_class(const void *p);            /* -1: not a block start, -2: 
 bool   _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
 size_t _hak_span_purge(const struct hak_purge_policy *pp);
 size_t _hak_span_give(uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed);  /* page moves */
+void   _hak_span_offer(void);                     /* free runs came back for a recipient */
 struct hak_span_stats {
   uint64_t run_bytes;       /* pages in runs, used or free                  */
   uint64_t mapped_bytes;    /* pages mapped (runs and room above them)      */
@@ -897,7 +901,7 @@ void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry l
   X(LARGE_CACHE_LIVE_PCT, NUMBER, 100, 0, 1000, NULL, "percent of the live Large bytes the cache may keep when that is more than HAKMEM_LARGE_CACHE_MB") \
   X(PURGE_DELAY_MS,  NUMBER, 50, 0, 60000, NULL, "ms before a free slab or cached Large range goes back to the OS, and an untouched thread list to the slabs") \
   X(EMPTY_KEEP,      NUMBER,  1, 0, 64, NULL,   "empty SuperSlabs per class kept committed for reuse") \
-  X(PAGE_MOVES,      NUMBER, 1024, 0, HAK_PAGE_MOVES_MAX, NULL, "page ranges moved from other classes' free slabs and free span runs into fresh slabs and span runs that may be outstanding (each may cost two kernel mappings; 0: no moves)") \
+  X(PAGE_MOVES,      NUMBER, 1024, 0, HAK_PAGE_MOVES_MAX, NULL, "page ranges moved from other classes' free slabs and free span runs into fresh slabs, span runs and Large mappings (span runs' only) that may be outstanding (each may cost two kernel mappings; 0: no moves)") \
   X(PAGE_SIZE,       NUMBER, -1, HAK_PAGE_MIN, HAK_PAGE_MAX, "kernel", "bytes of the page hakmem maps, purges and guards in: a power of two from the kernel's page to 65536 (kernel: the kernel's)") \
   X(LIMIT_MB,        NUMBER,  0, 0, 100000000, "cgroup", "MiB hakmem may keep mapped (0: no limit); cgroup: the memory.max of the process's cgroup v2") \
   X(LIMIT,           ENUM,    0, 0, 1, "soft|hard", "soft: past HAKMEM_LIMIT_MB hakmem trims before it maps more; hard: and then fails the allocation (ENOMEM)") \

@@ -22,7 +22,8 @@
  * ranges"). A growing realloc extends into the range after the block; with
  * nothing cached, it moves by mremap. Each range knows how far its pages
  * may have been written (dirty): calloc zeroes only that much. Fresh slabs
- * and span runs take cached ranges' resident pages (below). */
+ * and span runs take cached ranges' resident pages (below), and a fresh
+ * mapping takes free span runs' (large_fill). */
 #include "hakmem_internal.h"
 
 #include <errno.h>
@@ -31,8 +32,21 @@
  * 0, and so is addr (every mapping is OS page aligned, os.c).
  * dirty: the bytes from addr that may be non-zero; beyond it the pages read
  * 0 (fresh). A live block is dirty whole (dirty == bytes): the program may
- * write every byte malloc_usable_size gives it, not only what it asked for. */
-struct large_entry { uintptr_t addr; size_t bytes; size_t dirty; uint32_t freed_ms; };
+ * write every byte malloc_usable_size gives it, not only what it asked for.
+ * moved: ranges of span runs' pages moved into its fresh mapping
+ * (large_fill), each a kernel mapping of its own, counted in
+ * HAKMEM_PAGE_MOVES' bound until unmapped; the count goes with the block,
+ * to the cache, into merges, and stays with the part of a cut range that
+ * stays cached (a part cut off and unmapped first leaves it counted: the
+ * bound errs high). several: the bytes from addr that may span several
+ * kernel mappings (large_fill moves ranges in from the start; beyond them
+ * the block is one fresh mapping). The kernel resizes no such range, does
+ * not move one before Linux 6.17, and a move of several that fails halfway
+ * leaves holes another thread's mmap may fill: so a block with several
+ * never grows by mremap, a range with several is never moved into another
+ * block (cache_take_largest), and a range gives only pages past several
+ * (_hak_large_give); cuts and merges keep the bound. */
+struct large_entry { uintptr_t addr; size_t bytes; size_t dirty; uint32_t freed_ms; uint32_t moved; size_t several; };
 
 /* The hardened build puts a guard page after every Large block: the last
  * OS page of its mapping (counted in bytes, not in the usable size) is
@@ -81,12 +95,12 @@ static bool table_grow(void) {
   return true;
 }
 
-static bool table_insert(uintptr_t addr, size_t bytes) {
+static bool table_insert(uintptr_t addr, size_t bytes, uint32_t moved, size_t several) {
   HAK_ASSERT(bytes >= _hak_os_page && (addr | bytes) % _hak_os_page == 0);   /* 0 would read as "not ours" */
   if ((table_count + 1) * 2 > table_cap && !table_grow()) return false;
   size_t i = slot_of(addr, table_cap);
   while (table[i].addr) i = (i + 1) & (table_cap - 1);
-  table[i] = (struct large_entry){ addr, bytes, bytes, 0 };   /* a live block is dirty whole */
+  table[i] = (struct large_entry){ addr, bytes, bytes, 0, moved, several };   /* a live block is dirty whole */
   table_count++;
   live_bytes += bytes;
   return true;
@@ -120,15 +134,18 @@ static void cache_drop(unsigned i) {
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
-/* The head bytes of entry i leave the cache; the rest stays. */
+/* The head bytes of entry i leave the cache; the rest stays (with the moved
+ * ranges' count). */
 static struct large_entry cache_cut(unsigned i, size_t bytes) {
   struct large_entry *r = &cache[i];
-  struct large_entry out = { r->addr, bytes, min_size(r->dirty, bytes), r->freed_ms };
+  struct large_entry out = { r->addr, bytes, min_size(r->dirty, bytes), r->freed_ms, 0, min_size(r->several, bytes) };
   if (r->bytes > bytes) {
     r->dirty = r->dirty > bytes ? r->dirty - bytes : 0;
+    r->several = r->several > bytes ? r->several - bytes : 0;
     r->addr += bytes;
     r->bytes -= bytes;
   } else {
+    out.moved = r->moved;
     cache_drop(i);
   }
   cache_bytes -= bytes;
@@ -146,15 +163,17 @@ static int cache_best_fit(size_t bytes, size_t align) {
   return best;
 }
 
-/* Cached ranges, largest first, until they hold bytes (the last one cut to
- * fit) or the cache is empty: they leave it; returns how many, in parts. */
+/* Cached ranges of one kernel mapping, largest first, until they hold bytes
+ * (the last one cut to fit) or none is left: they leave the cache; returns
+ * how many, in parts. */
 static unsigned cache_take_largest(size_t bytes, struct large_entry *parts) {
   unsigned n = 0;
-  for (size_t got = 0; got < bytes && cache_count; got += parts[n++].bytes) {
-    unsigned big = 0;
-    for (unsigned i = 1; i < cache_count; i++)
-      if (cache[i].bytes > cache[big].bytes) big = i;
-    parts[n] = cache_cut(big, min_size(cache[big].bytes, bytes - got));
+  for (size_t got = 0; got < bytes; got += parts[n++].bytes) {
+    int big = -1;
+    for (unsigned i = 0; i < cache_count; i++)
+      if (!cache[i].several && (big < 0 || cache[i].bytes > cache[big].bytes)) big = (int)i;
+    if (big < 0) break;
+    parts[n] = cache_cut((unsigned)big, min_size(cache[big].bytes, bytes - got));
   }
   return n;
 }
@@ -165,9 +184,10 @@ static int cache_find_at(uintptr_t addr, size_t bytes) {
   return -1;
 }
 
-static void unmap_block(uintptr_t addr, size_t bytes) {
-  hak_track_mem_undefined((void *)addr, bytes);   /* no poison left for the next mapping there */
-  _hak_os_unmap((void *)addr, bytes);
+static void unmap_block(struct large_entry e) {
+  hak_track_mem_undefined((void *)e.addr, e.bytes);   /* no poison left for the next mapping there */
+  _hak_os_unmap((void *)e.addr, e.bytes);
+  if (e.moved) _hak_superslab_moved(-(long)e.moved, 0, 0);   /* their mappings went with it */
 }
 
 /* The bytes the cache may hold: the floor, or the share of the live Large
@@ -181,59 +201,102 @@ static size_t cache_bound(void) {
 /* Keeps a freed range when it fits the byte bound, evicting the oldest;
  * else unmaps it. Adjacent cached ranges merge with it, so fragments of one
  * block come back together. */
-static void cache_put(uintptr_t addr, size_t bytes, size_t dirty) {
+static void cache_put(struct large_entry put) {
   size_t bound = cache_bound();
   for (unsigned i = 0; i < cache_count;) {
     struct large_entry *r = &cache[i];
-    if (r->addr + r->bytes == addr || addr + bytes == r->addr) {
-      struct large_entry m = cache_cut(i, r->bytes), put = { addr, bytes, dirty, 0 };
-      struct large_entry lo = m.addr < addr ? m : put, hi = m.addr < addr ? put : m;
-      addr = lo.addr;
-      bytes = lo.bytes + hi.bytes;
-      dirty = hi.dirty ? lo.bytes + hi.dirty : lo.dirty;
+    if (r->addr + r->bytes == put.addr || put.addr + put.bytes == r->addr) {
+      struct large_entry m = cache_cut(i, r->bytes);
+      struct large_entry lo = m.addr < put.addr ? m : put, hi = m.addr < put.addr ? put : m;
+      put.addr = lo.addr;
+      put.bytes = lo.bytes + hi.bytes;
+      put.dirty = hi.dirty ? lo.bytes + hi.dirty : lo.dirty;
+      put.moved = lo.moved + hi.moved;
+      put.several = hi.several ? lo.bytes + hi.several : lo.several;
       i = 0;                                      /* the merged range may touch another */
     } else {
       i++;
     }
   }
-  if (bytes > bound) { unmap_block(addr, bytes); return; }
-  while (cache_count && (cache_count == HAK_LARGE_CACHE_SLOTS || cache_bytes + bytes > bound)) {
-    struct large_entry old = cache_cut(0, cache[0].bytes);
-    unmap_block(old.addr, old.bytes);
-  }
-  cache[cache_count++] = (struct large_entry){ addr, bytes, dirty, _hak_os_now_ms() };
-  if (dirty) atomic_store_explicit(&may_give, true, memory_order_relaxed);
-  cache_bytes += bytes;
-  atomic_fetch_add(&_hak_stats_gauges.bytes_large_cached, (int64_t)bytes);
+  if (put.bytes > bound) { unmap_block(put); return; }
+  while (cache_count && (cache_count == HAK_LARGE_CACHE_SLOTS || cache_bytes + put.bytes > bound))
+    unmap_block(cache_cut(0, cache[0].bytes));
+  put.freed_ms = _hak_os_now_ms();
+  cache[cache_count++] = put;
+  if (put.dirty) atomic_store_explicit(&may_give, true, memory_order_relaxed);
+  cache_bytes += put.bytes;
+  atomic_fetch_add(&_hak_stats_gauges.bytes_large_cached, (int64_t)put.bytes);
 }
 
-/* Moves the parts, in order, to the start of the fresh mapping at p (their
+/* Moves the parts, in order, to the start of the fresh mapping e (their
  * pages go with them; a part that cannot move is unmapped, its place stays
- * fresh). Returns how far the block may be dirty. */
-static size_t move_parts(uintptr_t p, const struct large_entry *parts, unsigned n) {
-  size_t off = 0, dirty = 0;
+ * fresh); e->dirty: how far it may be dirty now. */
+static void move_parts(struct large_entry *e, const struct large_entry *parts, unsigned n) {
+  size_t off = 0;
   for (unsigned k = 0; k < n; off += parts[k++].bytes) {
     hak_track_mem_undefined((void *)parts[k].addr, parts[k].bytes);   /* unmapped by the move: */
-    if (_hak_os_move((void *)parts[k].addr, parts[k].bytes, (void *)(p + off))) {   /* no poison left */
-      if (parts[k].dirty) dirty = off + parts[k].dirty;
+    if (_hak_os_move((void *)parts[k].addr, parts[k].bytes, (void *)(e->addr + off))) {   /* no poison left */
+      if (parts[k].dirty) e->dirty = off + parts[k].dirty;
     } else {
-      unmap_block(parts[k].addr, parts[k].bytes);
+      unmap_block(parts[k]);
     }
   }
-  return dirty;
+}
+
+/* A fresh Large block whose pages all fault in while other classes' free
+ * pages wait for the purge costs a program faults and peak RSS that a
+ * segment allocator does not pay (python3's json.dumps: the 9.7 MB string
+ * it joins faulted in while 3-4 MB of freed list arrays sat in the span
+ * heap and the thread's span lists). So a fresh mapping above 4 MiB made
+ * while the cache holds no range takes, from its start, the resident pages
+ * of free span runs (page moves: mremap, no fault; the pages it got are
+ * dirty, so calloc zeroes them), after the thread's span lists went back
+ * to the span heap, where they can give. Not below: blocks of 1-4 MiB
+ * (sqlite3's, lua's) took runs the span heap would have reused, and it
+ * faulted fresh ones (sqlite3 faults +4%). Not while ranges are cached: a
+ * program that churns Large blocks then moved the span heap's pages into
+ * the Large cache (bench_oversubscribed peak RSS +6%). Not from free class
+ * slabs: with them, plain_oom_mix (4 threads out of address space) found
+ * live Tiny blocks freed twice in 1 run of 2, a race not found yet
+ * (docs/experiments.md). *failed as _hak_span_give's. */
+static void large_fill(struct large_entry *e, int *failed) {
+  unsigned budget = _hak_superslab_move_budget(), calls = 0;
+  if (!budget) return;
+  if (_hak_thread_tls.heap && _hak_front_spans_flush(_hak_thread_tls.heap)) _hak_span_offer();
+  size_t got = _hak_span_give(e->addr, e->bytes - HAK_LARGE_GUARD, budget, &calls, failed);
+  _hak_superslab_moved((long)calls, got, *failed);
+  e->dirty = got;
+  e->moved = calls;
+  e->several = calls ? got : 0;
+}
+
+static void *fresh_mapping(size_t bytes, size_t align) {
+  void *p = _hak_os_map_aligned(bytes, align);
+  if (!p && _hak_large_trim()) p = _hak_os_map_aligned(bytes, align);   /* out of memory: drop the cache, retry */
+  return p;
 }
 
 /* A fresh mapping for a block of bytes, made of the parts' pages where
- * there are parts; e.addr 0: out of memory (the parts are unmapped). */
-static struct large_entry large_map(size_t bytes, size_t align, const struct large_entry *parts, unsigned n) {
-  void *p = _hak_os_map_aligned(bytes, align);
-  if (!p && _hak_large_trim()) p = _hak_os_map_aligned(bytes, align);   /* out of memory: drop the cache, retry */
-  if (!p) {
-    for (unsigned k = 0; k < n; k++) unmap_block(parts[k].addr, parts[k].bytes);
-    return (struct large_entry){ 0, 0, 0, 0 };
+ * there are parts, else, if fill, of free pages of the other tiers; e.addr
+ * 0: out of memory (the parts are unmapped). */
+static struct large_entry large_map(size_t bytes, size_t align, const struct large_entry *parts, unsigned n, bool fill) {
+  struct large_entry e = { .addr = (uintptr_t)fresh_mapping(bytes, align), .bytes = bytes };
+  if (!e.addr) {
+    for (unsigned k = 0; k < n; k++) unmap_block(parts[k]);
+    return e;
   }
-  size_t dirty = move_parts((uintptr_t)p, parts, n);
-  return (struct large_entry){ (uintptr_t)p, bytes, dirty, 0 };
+  if (n) { move_parts(&e, parts, n); return e; }
+  if (!fill) return e;
+  int failed = 0;
+  large_fill(&e, &failed);
+  /* A refused move (out of address space: the kernel may unmap the target
+   * before it refuses) can leave a hole in the block, which another
+   * thread's mmap may take before os.c maps it again: unmapping the block
+   * would unmap that thread's memory, and using it would hand it out
+   * twice. So the block stays mapped and unused, and another is made,
+   * unfilled. A refusal turns moves off (superslab.c): at most one. */
+  if (failed) e = (struct large_entry){ .addr = (uintptr_t)fresh_mapping(bytes, align), .bytes = bytes };
+  return e;
 }
 
 /* malloc gives a block of up to HAK_LARGE_CLASS_MAX a whole class, four
@@ -263,9 +326,10 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   size_t bytes = n ? large_class_bytes(hak_page_up(n)) : page;
   if (bytes < n || bytes + HAK_LARGE_GUARD > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
   bytes += HAK_LARGE_GUARD;
-  struct large_entry e = { 0, 0, 0, 0 }, parts[HAK_LARGE_CACHE_SLOTS];
+  struct large_entry e = { 0 }, parts[HAK_LARGE_CACHE_SLOTS];
   unsigned nparts = 0;
   hak_lock(&_hak_lock_set.large);
+  bool fill = cache_count == 0 && bytes > HAK_LARGE_CLASS_MAX + HAK_LARGE_GUARD;   /* large_fill */
   int i = cache_best_fit(bytes, align);
   bool cached = i >= 0;
   if (cached) e = cache_cut((unsigned)i, bytes);
@@ -274,16 +338,16 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   hak_unlock(&_hak_lock_set.large);
   size_t reused = cached ? bytes : 0;
   for (unsigned k = 0; k < nparts; k++) reused += parts[k].bytes;
-  if (!cached) e = large_map(bytes, align, parts, nparts);
+  if (!cached) e = large_map(bytes, align, parts, nparts, fill);
   if (!e.addr) { errno = ENOMEM; return NULL; }
   atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_reused, (int64_t)reused, memory_order_relaxed);
   if (zero) memset((void *)e.addr, 0, min_size(n, e.dirty));   /* past dirty the pages read 0 */
   if (HAK_LARGE_GUARD) (void)_hak_guard_pages((void *)(e.addr + e.bytes - HAK_LARGE_GUARD), HAK_LARGE_GUARD, true);
   hak_lock(&_hak_lock_set.large);
-  bool ok = table_insert(e.addr, e.bytes);
+  bool ok = table_insert(e.addr, e.bytes, e.moved, e.several);
   taken_bytes += ok ? e.bytes : 0;
   hak_unlock(&_hak_lock_set.large);
-  if (!ok) { unmap_block(e.addr, e.bytes); errno = ENOMEM; return NULL; }
+  if (!ok) { unmap_block(e); errno = ENOMEM; return NULL; }
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, (int64_t)e.bytes);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_large, &_hak_stats_gauges.bytes_large_peak, (int64_t)e.bytes);
   struct hak_stats *st = thread_stats();
@@ -304,10 +368,11 @@ bool _hak_large_free(void *p, const char *call) {
     if (i >= 0) _hak_guard_double_free(p, call, bytes);
     return false;
   }
-  size_t bytes = e->bytes, dirty = e->dirty;
+  struct large_entry freed = *e;
+  size_t bytes = e->bytes;
   table_remove(e);
   if (HAK_LARGE_GUARD) (void)_hak_guard_pages((void *)(a + bytes - HAK_LARGE_GUARD), HAK_LARGE_GUARD, false);
-  cache_put(a, bytes, dirty);
+  cache_put(freed);
   hak_unlock(&_hak_lock_set.large);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, -(int64_t)bytes);
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_large, &_hak_stats_gauges.bytes_large_peak, -(int64_t)bytes);
@@ -347,15 +412,20 @@ void *_hak_large_realloc(void *p, size_t n) {
   int i;
   if (bytes < old) {
     resize_in_place(e, bytes);
-    cache_put((uintptr_t)p + bytes, old - bytes, dirty > bytes ? dirty - bytes : 0);
+    size_t several = e->several > bytes ? e->several - bytes : 0;
+    e->several = min_size(e->several, bytes);
+    cache_put((struct large_entry){ (uintptr_t)p + bytes, old - bytes, dirty > bytes ? dirty - bytes : 0, 0, 0, several });
   } else if (bytes > old && (i = cache_find_at((uintptr_t)p + old, bytes - old)) >= 0) {
-    cache_cut((unsigned)i, bytes - old);
+    struct large_entry ext = cache_cut((unsigned)i, bytes - old);
+    e->moved += ext.moved;
+    if (ext.several) e->several = old + ext.several;
     resize_in_place(e, bytes);
-  } else if (bytes > old) {
-    q = cache_best_fit(bytes, page) < 0 ? _hak_os_remap(p, old, bytes) : NULL;
+  } else if (bytes > old) {                  /* one kernel mapping: mremap may move it */
+    q = !e->several && cache_best_fit(bytes, page) < 0 ? _hak_os_remap(p, old, bytes) : NULL;
     if (q) {
+      uint32_t moved = e->moved;
       table_remove(e);
-      table_insert((uintptr_t)q, bytes);   /* cannot fail: a slot was just freed */
+      table_insert((uintptr_t)q, bytes, moved, 0);   /* cannot fail: a slot was just freed */
     }
   }
   hak_unlock(&_hak_lock_set.large);
@@ -401,7 +471,7 @@ size_t _hak_large_expire(uint32_t now_ms, uint32_t delay_ms) {
     if (now_ms - cache[i].freed_ms < delay_ms) continue;
     if (cache[i].bytes <= keep) { keep -= cache[i].bytes; continue; }
     struct large_entry r = cache_cut(i, cache[i].bytes);
-    unmap_block(r.addr, r.bytes);
+    unmap_block(r);
     released += r.bytes;
   }
   bool dirty = false;
@@ -433,8 +503,8 @@ size_t _hak_large_give(uintptr_t at, size_t need, unsigned budget, unsigned *cal
   size_t moved = 0;
   for (unsigned i = 0; i < cache_count && moved < need && *calls < budget; i++) {
     struct large_entry *r = &cache[i];
-    uintptr_t end = hak_page_up(r->addr + r->dirty);
-    size_t n = min_size(end - r->addr, need - moved);
+    uintptr_t end = hak_page_up(r->addr + r->dirty), from = r->addr + r->several;   /* one mapping past several */
+    size_t n = end > from ? min_size(end - from, need - moved) : 0;
     if (!n) continue;
     int k = _hak_os_move_pages((void *)(end - n), n, (void *)(at + moved));
     if (k <= 0) { *failed = k < 0 ? 2 : 1; break; }
@@ -452,10 +522,7 @@ size_t _hak_large_give(uintptr_t at, size_t need, unsigned budget, unsigned *cal
 size_t _hak_large_trim(void) {
   hak_lock(&_hak_lock_set.large);
   size_t released = cache_bytes;
-  while (cache_count) {
-    struct large_entry r = cache_cut(0, cache[0].bytes);
-    unmap_block(r.addr, r.bytes);
-  }
+  while (cache_count) unmap_block(cache_cut(0, cache[0].bytes));
   hak_unlock(&_hak_lock_set.large);
   return released;
 }

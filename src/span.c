@@ -600,6 +600,12 @@ size_t _hak_span_give(uintptr_t at, size_t need, unsigned budget, unsigned *call
   return g.moved;
 }
 
+/* Runs were just freed for a recipient to take (large.c): it may look
+ * before the next pass. */
+void _hak_span_offer(void) {
+  atomic_store_explicit(&span.may_give, true, memory_order_relaxed);
+}
+
 void _hak_span_stats(struct hak_span_stats *out) {
   memset(out, 0, sizeof *out);
   if (!atomic_load_explicit(&span.opened, memory_order_acquire)) return;

@@ -16,7 +16,13 @@
  *  - HAKMEM_PAGE_MOVES=4 bounds the moved ranges (each may cost the kernel
  *    two mappings): 4 slabs' pages move, not 8 MiB;
  *  - a freed Large block gives its pages to a Tiny class at once: they
- *    leave its range, which stays cached, and a calloc of its size reads 0.
+ *    leave its range, which stays cached, and a calloc of its size reads 0;
+ *  - a fresh Large block above 4 MiB takes the pages of span blocks the
+ *    thread just freed (its span lists go back to the span heap first): they leave the
+ *    freed blocks, the Large block (a calloc: it reads 0) faults in far
+ *    fewer pages than it covers when written whole, and a realloc keeps
+ *    its bytes (the block spans several kernel mappings now: it grows by
+ *    a copy, not by mremap).
  * A kernel without MREMAP_DONTUNMAP (before Linux 5.7), or an emulator
  * that counts a move's source unmapped, gets no moves: then nothing moves
  * and every block still works. */
@@ -222,6 +228,68 @@ static void check_large(void) {
   CHECK(check_and_free(b, n, 512));
 }
 
+/* Run in its own process, so no Large range is cached: the block below is a
+ * fresh mapping (above 4 MiB: the size large_fill fills). Four of the
+ * 512 KiB blocks stay on this thread's list of their class (2 blocks, and
+ * HAKMEM_SPAN_CACHE_KB more) when freed, the others go to the span heap. */
+static void check_into_large(void) {
+  enum { N = 12, SPAN = 512 * 1024, BIG = 6 * 1024 * 1024 };
+  long page = sysconf(_SC_PAGESIZE);
+  unsigned char *s[N];
+  for (int i = 0; i < N; i++) {
+    s[i] = malloc(SPAN);
+    CHECK(s[i] != NULL);
+    if (!s[i]) return;
+    memset(s[i], 0xa5, SPAN);
+  }
+  long before = 0, after = 0;
+  for (int i = 0; i < N; i++) free(s[i]);
+  for (int i = 0; i < N; i++) before += resident_pages((void *)((uintptr_t)(s[i] + page - 1) & ~(uintptr_t)(page - 1)), SPAN - (size_t)page);
+  long moved0 = counter("bytes_moved"), faults0 = minor_faults();
+  unsigned char *big = calloc(1, BIG);
+  CHECK(big != NULL);
+  if (!big) return;
+  bool zero = true;
+  for (size_t i = 0; i < (size_t)BIG; i++) zero &= big[i] == 0;
+  CHECKF(zero, "a fresh Large calloc is not all 0");
+  memset(big, 0x3c, BIG);
+  long faults = minor_faults() - faults0, moved = counter("bytes_moved") - moved0;
+  for (int i = 0; i < N; i++) after += resident_pages((void *)((uintptr_t)(s[i] + page - 1) & ~(uintptr_t)(page - 1)), SPAN - (size_t)page);
+  fprintf(stderr, "512 KiB -> Large: %ld KiB moved, %ld faults for %ld pages; freed blocks' pages resident %ld before, %ld after\n",
+          moved / 1024, faults, BIG / page, before, after);
+  if (kernel_moves()) {
+    CHECKF(moved >= BIG / 2, "%ld bytes moved into the Large block", moved);
+    CHECKF(faults < BIG / page, "%ld faults", faults);   /* a fresh page read, then written: 2 */
+    CHECKF(after >= 0 && after <= before - BIG / 2 / page, "%ld of %ld pages still resident", after, before);
+  } else {
+    CHECKF(moved == 0, "%ld bytes moved with no kernel support", moved);
+  }
+  for (int i = 0; i < N; i++) {                 /* the span class again, from runs whose pages went */
+    s[i] = malloc(SPAN);
+    CHECK(s[i] != NULL);
+    if (s[i]) memset(s[i], i, SPAN);
+  }
+  bool kept = true;
+  for (size_t i = 0; i < (size_t)BIG; i += 512) kept &= big[i] == 0x3c;
+  for (int i = 0; i < N; i++) kept &= s[i] && s[i][0] == i && s[i][SPAN - 1] == i;
+  CHECKF(kept, "blocks lost what was written to them");
+  for (int i = 0; i < N; i++) free(s[i]);
+  /* A growth: the block spans several kernel mappings now, which mremap
+   * does not resize (with moves, it is copied). */
+  long remaps0 = counter("large_remaps");
+  unsigned char *grown = realloc(big, 4 * BIG);
+  CHECK(grown != NULL);
+  if (!grown) { free(big); return; }
+  kept = true;
+  for (size_t i = 0; i < (size_t)BIG; i++) kept &= grown[i] == 0x3c;
+  CHECKF(kept, "a realloc lost the Large block's bytes");
+  bool remapped = counter("large_remaps") > remaps0;
+  fprintf(stderr, "grown by %s\n", remapped ? "mremap" : "a copy");
+  if (kernel_moves()) CHECKF(!remapped, "a block of several kernel mappings grew by mremap");
+  memset(grown, 0x11, 4 * BIG);
+  free(grown);
+}
+
 static int run_child(const char *self, const char *mode, const char *moves) {
   pid_t pid = fork();
   if (pid == 0) {
@@ -239,8 +307,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "moves") == 0) { check_moves(); TEST_END(); }
   if (argc > 1 && strcmp(argv[1], "bound") == 0) { check_bound(); TEST_END(); }
   if (argc > 1 && strcmp(argv[1], "large") == 0) { check_large(); TEST_END(); }
+  if (argc > 1 && strcmp(argv[1], "into-large") == 0) { check_into_large(); TEST_END(); }
   CHECKF(run_child(argv[0], "moves", "4096") == 0, "moves");
   CHECKF(run_child(argv[0], "large", "4096") == 0, "large");
+  CHECKF(run_child(argv[0], "into-large", "4096") == 0, "into-large");
   CHECKF(run_child(argv[0], "bound", "4") == 0, "bound");
   TEST_END();
 }
