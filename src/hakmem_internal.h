@@ -836,6 +836,10 @@ void   _hak_span_return(unsigned c, void *chain);
 int    _hak_span_class(const void *p);            /* -1: not a block start, -2: freed */
 bool   _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
 size_t _hak_span_purge(const struct hak_purge_policy *pp);
+/* A pass spares as many pages as the span heap handed out in one of the
+ * last HAK_SPAN_DEMAND_PASSES passes, up to HAK_SPAN_DEMAND_KEEP bytes. */
+#define HAK_SPAN_DEMAND_PASSES 16u
+#define HAK_SPAN_DEMAND_KEEP   (8u << 20)
 size_t _hak_span_give(uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed);  /* page moves */
 void   _hak_span_offer(void);                     /* free runs came back for a recipient */
 struct hak_span_stats {

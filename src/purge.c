@@ -5,7 +5,9 @@
  * that gives back what stayed free for HAKMEM_PURGE_DELAY_MS (keeping
  * HAKMEM_EMPTY_KEEP empty SuperSlabs per class committed). Each of the three
  * also spares as much as it handed out since the last pass (released slabs,
- * span pages, Large ranges): a thread of an oversubscribed machine waits
+ * span pages, Large ranges; the span heap the most of any of its last
+ * HAK_SPAN_DEMAND_PASSES passes, up to HAK_SPAN_DEMAND_KEEP bytes, for a
+ * compiler's bursts): a thread of an oversubscribed machine waits
  * longer than the delay for its turn to run, and what the current demand
  * takes again would come back as page faults and mappings. malloc_trim and
  * out-of-memory retries run a forced pass: no delay, nothing kept. */

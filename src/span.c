@@ -70,6 +70,8 @@ static struct {
   _Atomic uint32_t top;     /* span pages in runs                           */
   uint32_t mapped;          /* span pages mapped                            */
   uint64_t taken;           /* span pages handed out since the last purge pass */
+  uint64_t demand[HAK_SPAN_DEMAND_PASSES];   /* taken, in each of the last passes */
+  unsigned demand_at;       /* the slot of demand the next pass fills       */
   uint32_t unit;            /* span pages per OS page (a power of two)      */
   unsigned unit_shift;      /* its log2                                     */
   uint32_t bucket[SPAN_BUCKETS];
@@ -499,20 +501,35 @@ static void span_unmap_top(void) {
   }
 }
 
+/* The pages a pass spares (span lock held): what the heap handed out since
+ * the last pass, or, if more, the most it handed out in one of the last
+ * HAK_SPAN_DEMAND_PASSES passes, up to HAK_SPAN_DEMAND_KEEP bytes. A compiler's
+ * demand comes in bursts a few passes apart (a function's arenas): runs
+ * purged between two bursts fault in again at the next (docs/experiments.md,
+ * "The span heap spares the demand of the last 16 passes"). The bound
+ * keeps what a freed peak holds past the delay small. */
+static uint64_t pass_keep(void) {
+  span.demand[span.demand_at++ % HAK_SPAN_DEMAND_PASSES] = span.taken;
+  uint64_t recent = 0, bound = HAK_SPAN_DEMAND_KEEP >> HAK_SPAN_PAGE_SHIFT;
+  for (unsigned k = 0; k < HAK_SPAN_DEMAND_PASSES; k++) if (span.demand[k] > recent) recent = span.demand[k];
+  if (recent > bound) recent = bound;
+  return recent > span.taken ? recent : span.taken;
+}
+
 /* Free runs' pages back to the OS: those free for the delay, or (force)
  * every free run unmapped, address space and all (an address-space limit
  * counts it; run_alloc maps it again)
- * — but as many pages as the heap handed out since the last pass stay,
- * the shortest runs first (the ones best fit takes first): under that
- * demand they would be taken again within a pass, and fault in again.
- * (A thousand threads on two cores: a freed run waits long past the delay
- * for a thread to run and take it; docs/experiments.md, "A thousand
- * threads".) When the demand stops, the next pass purges. */
+ * — but as many pages as pass_keep says stay, the shortest runs first (the
+ * ones best fit takes first): under that demand they would be taken again
+ * soon, and fault in again. (A thousand threads on two cores: a freed run
+ * waits long past the delay for a thread to run and take it;
+ * docs/experiments.md, "A thousand threads".) When the demand stops, the
+ * pass HAK_SPAN_DEMAND_PASSES later purges. */
 size_t _hak_span_purge(const struct hak_purge_policy *pp) {
   if (!atomic_load_explicit(&span.opened, memory_order_acquire)) return 0;
   size_t released = 0;
   hak_lock(&_hak_lock_set.span);
-  uint64_t keep = pp->force ? 0 : span.taken;
+  uint64_t keep = pp->force ? 0 : pass_keep();
   bool left_dirty = false;
   span.taken = 0;
   for (unsigned b = 1; b <= SPAN_BUCKETS; b++)          /* bucket 0 (the longest) last */
