@@ -501,9 +501,10 @@ static void span_unmap_top(void) {
   }
 }
 
-/* The pages a pass spares (span lock held): what the heap handed out since
- * the last pass, or, if more, the most it handed out in one of the last
- * HAK_SPAN_DEMAND_PASSES passes, up to HAK_SPAN_DEMAND_KEEP bytes. A compiler's
+/* Records this pass's demand and returns the pages the pass spares (span
+ * lock held): what the heap handed out since the last pass, or, if more,
+ * the most it handed out in one of the last HAK_SPAN_DEMAND_PASSES passes,
+ * up to HAK_SPAN_DEMAND_KEEP bytes. A compiler's
  * demand comes in bursts a few passes apart (a function's arenas): runs
  * purged between two bursts fault in again at the next (docs/experiments.md,
  * "The span heap spares the demand of the last 16 passes"). The bound

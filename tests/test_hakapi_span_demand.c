@@ -27,7 +27,6 @@ int clock_gettime(clockid_t id, struct timespec *ts) {
 }
 
 #define KiB 1024u
-#define MiB (1024u * KiB)
 #define BLOCK (512u * KiB)
 #define MOST 64u
 
