@@ -182,7 +182,9 @@ static void drop_list(struct hak_heap *h, unsigned c) {
 /* A thread that stops using a class does not keep its list: at this
  * thread's slow paths, at most once per purge delay, every list that no
  * malloc or free touched since the last look goes back to the slabs (where
- * purging can reach it), and its capacity back to the thread's budget. */
+ * purging can reach it), and its capacity back to the thread's budget. The
+ * kept slabs of such a class that blocks were freed into (its ready list)
+ * are detached, so that purging reaches them too. */
 #define HAK_IDLE_EVERY 16u              /* slow paths between two clock reads */
 
 static void release_idle_lists(struct hak_heap *h) {
@@ -194,6 +196,7 @@ static void release_idle_lists(struct hak_heap *h) {
   for (unsigned c = 0; c < HAK_NCLS; c++) {
     void *head = HAK_LIST(c);
     uint32_t events = (uint32_t)(h->stats.refills[c] + h->stats.spills[c]);
+    if (events == h->seen_events[c] && !spans(c)) _hak_slab_release_ready(h, c);
     if (head && head == h->seen_head[c] && credit(c) == h->seen_credit[c] &&
         events == h->seen_events[c]) {
       drop_list(h, c);

@@ -13,7 +13,8 @@
  *               out, empty slabs back, its purge, and the page moves that
  *               give free slabs' resident pages to other classes
  *   slab.c      one slab: batches out and back, remote frees, detaching and
- *               adopting; the shared pool of ownerless slabs per class
+ *               adopting, exhausted slabs kept by their thread; the shared
+ *               pool of ownerless slabs per class
  *   refill.c    the refill stages (current slab, warm pool, shared pool,
  *               fresh slab) and the Tiny warm pool
  *   front.c     the thread front of every class below Large: per-thread LIFO
@@ -45,7 +46,8 @@
  *
  * Who owns each mechanism: SuperSlab superslab.c (mapped by region.c);
  * ownership map region.c; thread front front.c (fast paths below); warm
- * pool refill.c; remote free and pages faulted in ahead slab.c; rings
+ * pool refill.c; remote free, kept slabs and pages faulted in ahead
+ * slab.c; rings
  * front.c; span heap span.c;
  * Large large.c; purge purge.c; thread exit thread.c; fork lock.c; locks lock.c;
  * options options.c; stats stats.c; bad pointers guard.c; heap profile prof.c;
@@ -295,10 +297,17 @@ HAK_FAST void *hak_link_get(void *const *b) { return hak_link_code(b, b[0]); }
  *   xowner == NULL  =>  the slab is in no heap; xlisted == 1 then means it
  *   sits on its class's shared partial list (or is being adopted): every
  *   slab on that list has xowner == NULL and xlisted == 1;
- *   xowner == h  =>  the slab is h's current slab or in h's warm pool
- *   (outside _hak_slab_acquire and _hak_slab_detach, which make and break
- *   that link): a heap's current and warm slabs are its own, and a block
- *   returned to a slab of xowner h is returned to one of those. */
+ *   xowner == h  =>  the slab is h's current slab, in h's warm pool, or
+ *   on h's ready list (outside _hak_slab_acquire, _hak_slab_detach and the
+ *   keeping below, which make and break that link): a heap's current and
+ *   warm slabs are its own, and a block returned to a slab of xowner h is
+ *   returned to one of those;
+ *   xowner == h | HAK_KEPT (slab.c)  =>  exhausted and kept for h: in no
+ *   list, xlisted == 0 until the first free into it, which makes it h's
+ *   again (on h's ready list) when h made it, else ownerless on the shared
+ *   list (slab.c, "exhausted slabs kept by their thread");
+ *   ready == 1 (owner)  =>  xowner == h, xlisted == 1, on h's ready list
+ *   of its class. */
 enum hak_slab_state { HAK_SLAB_FREE = 0, HAK_SLAB_ACTIVE = 1 };
 struct hak_heap;
 struct hak_superslab;
@@ -327,11 +336,14 @@ struct hak_slab {
                                         lock; saturating)                      */
   uint8_t  ahead;                    /* its pages are faulted in ahead of the
                                         carving (slab.c, default build)        */
+  uint8_t  ready;                    /* on its owner's ready list (owner)       */
   uint32_t populated;                /* blocks (carve order) whose pages were
                                         faulted in ahead                       */
   uint32_t freed_ms;                 /* when it became FREE (pool lock)        */
   uintptr_t start;                   /* first block                            */
-  struct hak_slab *next;             /* shared partial list / SuperSlab free   */
+  struct hak_slab *next;             /* shared partial list / SuperSlab free /
+                                        its owner's ready list                 */
+  struct hak_slab *prev;             /* its owner's ready list (owner)         */
   struct hak_slab *next_released;    /* the pool's released stack (pool lock)  */
   struct hak_superslab *ss;
   /* The heap whose thread holds (or held) this slab's blocks: the one that
@@ -533,7 +545,9 @@ void _hak_lock_fork_child(void);
   X(free_slow,          "free calls that took a slow path") \
   X(remote_frees,       "blocks freed into a slab owned by another thread or none") \
   X(remote_collects,    "remote free lists taken by an owner in one exchange") \
-  X(slabs_abandoned,    "slabs left ownerless at thread exit or when exhausted") \
+  X(slabs_abandoned,    "slabs left ownerless (thread exit, malloc_trim, a class left idle)") \
+  X(slabs_kept,         "exhausted slabs kept by their thread until a free into them") \
+  X(slabs_reclaimed,    "kept slabs back in their thread's use after frees into them") \
   X(slabs_adopted,      "ownerless slabs adopted from the shared pool") \
   X(slabs_released,     "empty slabs returned to their SuperSlab") \
   X(large_allocs,       "Large blocks allocated") \
@@ -686,6 +700,10 @@ struct hak_heap {
   struct hak_slab *cur[HAK_NCLS];              /* slab feeding the front    */
   struct hak_slab *warm[HAK_NTINY][HAK_WARM_MAX]; /* Tiny warm pool: partly free slabs */
   uint8_t warm_n[HAK_NTINY];
+  /* Each class's ready list: slabs this heap exhausted, kept, and freed
+   * into since (slab.c; struct hak_slab's HAK_KEPT rule). Owner only;
+   * empty outside a thread's life. */
+  struct hak_slab *ready[HAK_NCLS];
   struct hak_stats stats;
   struct hak_prof_thread prof;
 #if HAK_HARDENED
@@ -760,6 +778,10 @@ unsigned _hak_slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, un
 bool     _hak_slab_has_recycled(const struct hak_slab *s);
 void    *_hak_slab_return(struct hak_heap *h, unsigned c, void *chain, unsigned n);   /* the rest */
 void     _hak_slab_detach(struct hak_heap *h, struct hak_slab *s);
+void     _hak_slab_keep(struct hak_heap *h, struct hak_slab *s);      /* s exhausted */
+struct hak_slab *_hak_slab_reclaim(struct hak_heap *h, unsigned c);  /* a ready slab, or NULL */
+bool     _hak_slab_has_reclaimable(const struct hak_heap *h, unsigned c);
+void     _hak_slab_release_ready(struct hak_heap *h, unsigned c);     /* ready slabs detached */
 struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok, bool *adopted);
 void     _hak_slab_release_empty(struct hak_pool *pool);   /* pool lock held */
 void     _hak_slab_check(const struct hak_slab *s);

@@ -1,10 +1,12 @@
 /* refill.c — the refill stages of a slab class's thread front and the Tiny
  * warm pool. An empty list takes a batch of blocks from, in order: the
- * thread's current slab of the class (stage 1), a slab of its warm pool
- * (stage 2: a few partly free slabs per Tiny class the thread keeps for
- * itself), an ownerless slab adopted from the shared pool (stage 3), a fresh
- * slab of a SuperSlab (stage 4). At thread exit and malloc_trim the current
- * and warm slabs are detached. */
+ * thread's current slab of the class (stage 1), a ready slab (one the
+ * thread exhausted, which slab.c kept for it, and freed blocks into since),
+ * a slab of its warm pool (stage 2: a few partly free slabs per Tiny class
+ * the thread keeps for itself), an ownerless slab adopted from the shared
+ * pool (stage 3), a fresh slab of a SuperSlab (stage 4). An exhausted
+ * current slab is kept for the thread. At thread exit and malloc_trim the
+ * current, warm and ready slabs are detached. */
 #include "hakmem_internal.h"
 
 /* Tiny slabs carve fresh blocks last: while a slab the thread can reach has
@@ -26,13 +28,16 @@ static bool pool_has_slabs(unsigned c) { return __atomic_load_n(&_hak_slab_pools
  * for its carving while freed blocks are elsewhere? */
 static bool carve_waits(const struct hak_heap *h, unsigned c, const struct hak_slab *s) {
   return c < HAK_NTINY && s->carved < s->capacity && h->warm_n[c] < _hak_options_get(HAK_OPT_WARM_POOL_CAP) &&
-         (pool_has_slabs(c) || warm_recycled(h, c) >= 0);
+         (pool_has_slabs(c) || warm_recycled(h, c) >= 0 || _hak_slab_has_reclaimable(h, c));
 }
 
-/* Stage 2..4 of a refill: the warm pool (a slab with freed blocks first,
- * then an adopted one, then one to carve), else the shared pool or a fresh
- * slab, with a secondary prefill of the warm pool (Tiny) when it ran empty. */
+/* Stage 2..4 of a refill: a ready slab, the warm pool (a slab with freed
+ * blocks first, then an adopted one, then one to carve), else the shared
+ * pool or a fresh slab, with a secondary prefill of the warm pool (Tiny)
+ * when it ran empty. */
 static struct hak_slab *next_slab(struct hak_heap *h, unsigned c) {
+  struct hak_slab *ready = _hak_slab_reclaim(h, c);
+  if (ready) return ready;
   if (c < HAK_NTINY && h->warm_n[c]) {
     int i = warm_recycled(h, c);
     if (i < 0 && pool_has_slabs(c)) {
@@ -66,12 +71,14 @@ static struct hak_slab *next_slab(struct hak_heap *h, unsigned c) {
   return s;
 }
 
-/* Debug builds: h's current and warm slabs of class c are its own
- * (struct hak_slab's xowner rules), each once. */
+/* Debug builds: h's current, warm and ready slabs of class c are its own
+ * (struct hak_slab's xowner and ready rules), each once. */
 static void check_owned(const struct hak_heap *h, unsigned c) {
   if (!HAK_DEBUG) return;
   const struct hak_slab *cur = h->cur[c];
-  HAK_ASSERT(!cur || atomic_load(&cur->xowner) == h);
+  HAK_ASSERT(!cur || (atomic_load(&cur->xowner) == h && !cur->ready));
+  for (const struct hak_slab *s = h->ready[c]; s; s = s->next)
+    HAK_ASSERT(s->ready && s->cls == c && atomic_load(&s->xowner) == h && atomic_load(&s->xlisted) == 1 && s != cur);
   for (unsigned i = 0; c < HAK_NTINY && i < h->warm_n[c]; i++) {
     HAK_ASSERT(atomic_load(&h->warm[c][i]->xowner) == h && h->warm[c][i] != cur);
     for (unsigned j = 0; j < i; j++) HAK_ASSERT(h->warm[c][j] != h->warm[c][i]);
@@ -109,7 +116,7 @@ unsigned _hak_refill_take(struct hak_heap *h, unsigned c, unsigned max, unsigned
     if (got < max && got && s->carved < s->capacity) break;   /* carve limit: the rest next time */
     if (got < max) {                    /* s is exhausted */
       h->cur[c] = NULL;
-      _hak_slab_detach(h, s);
+      _hak_slab_keep(h, s);
       s = NULL;
       if (got) break;                   /* the next slab's list: whole, next time */
     }
@@ -122,10 +129,11 @@ unsigned _hak_refill_take(struct hak_heap *h, unsigned c, unsigned max, unsigned
   return got;
 }
 
-/* The current and warm slabs of every class are detached (released when
- * empty, else left to the shared pool). */
+/* The current, warm and ready slabs of every class are detached (released
+ * when empty, else left to the shared pool); kept ones stay kept. */
 void _hak_refill_heap_flush(struct hak_heap *h) {
   for (unsigned c = 0; c < HAK_NCLS; c++) {
+    _hak_slab_release_ready(h, c);
     if (h->cur[c]) { _hak_slab_detach(h, h->cur[c]); h->cur[c] = NULL; }
     if (c < HAK_NTINY)
       while (h->warm_n[c]) _hak_slab_detach(h, h->warm[c][--h->warm_n[c]]);

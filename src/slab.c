@@ -1,9 +1,10 @@
 /* slab.c — one slab, shared by every class below the span heap: taking
  * blocks out of a slab in a batch (local free list, remote frees, carving),
  * returning blocks in batches (local, or lock-free remote frees), detaching
- * and adopting slabs, and the shared pool of each class that holds
- * ownerless slabs (its lock also guards the class's SuperSlabs and
- * regions). The refill stages that choose the slab are in refill.c. */
+ * and adopting slabs, the exhausted slabs kept for their thread, and the
+ * shared pool of each class that holds ownerless slabs (its lock also
+ * guards the class's SuperSlabs and regions). The refill stages that
+ * choose the slab are in refill.c. */
 #include "hakmem_internal.h"
 
 struct hak_pool _hak_slab_pools[HAK_NCLS];
@@ -282,6 +283,114 @@ void _hak_slab_detach(struct hak_heap *h, struct hak_slab *s) {
   if (atomic_load(&s->xremote) && atomic_exchange(&s->xlisted, 1) == 0) partial_push(s);
 }
 
+/* ---- exhausted slabs kept by their thread --------------------------------
+ * A slab its owner exhausted is kept for it: ownerless in all but its
+ * owner's name (xowner is the owner's address with bit 0 set, HAK_KEPT),
+ * unlisted, until the first free into it. When that free is the owner's
+ * own, the slab comes back to the owner (its ready list, taken before any
+ * other slab at the next refill), so only the thread that filled the slab
+ * refills its holes. Detached instead, an exhausted slab was listed by the
+ * owner's own free and adopted by whichever thread refilled next, which put
+ * its blocks between the first thread's live ones: in larson 70 thousand
+ * slabs changed hands in 2 s and most pages held blocks of two threads
+ * (docs/experiments.md, "Exhausted slabs kept by their thread"). When the
+ * first free is another thread's, the slab goes to the shared pool as a
+ * detached one did: its blocks are out in other threads' lists, and a
+ * slab kept for an owner that rarely refills would hold its holes from
+ * every thread (bench_ring at 8 threads: twice the peak RSS). Every free
+ * into a kept slab, the owner's too, is a remote push: the owner keeps no
+ * list of them, so a thread exits without a look at its kept slabs, and a
+ * free into one of a heap that was reused brings it to the heap's new
+ * thread. */
+#define HAK_KEPT ((uintptr_t)1)
+
+static struct hak_heap *kept_tag(struct hak_heap *h) { return (struct hak_heap *)((uintptr_t)h | HAK_KEPT); }
+
+/* The ready lists (owner): doubly linked through next and prev, so that a
+ * slab freed empty leaves at once. */
+static void ready_link(struct hak_heap *h, struct hak_slab *s) {
+  struct hak_slab **head = &h->ready[s->cls];
+  s->prev = NULL;
+  s->next = *head;
+  if (*head) (*head)->prev = s;
+  *head = s;
+  s->ready = 1;
+}
+
+static void ready_unlink(struct hak_heap *h, struct hak_slab *s) {
+  if (s->prev) s->prev->next = s->next;
+  else h->ready[s->cls] = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = s->prev = NULL;
+  s->ready = 0;
+}
+
+/* The owner keeps s, exhausted (no free block, fully carved), instead of
+ * detaching it. The tag is in place before xlisted is 0: whoever turns
+ * xlisted back to 1 reads it (notice). */
+void _hak_slab_keep(struct hak_heap *h, struct hak_slab *s) {
+  HAK_ASSERT(atomic_load(&s->xowner) == h && !s->ready && !s->free && s->carved == s->capacity);
+  h->stats.slabs_kept++;
+  atomic_store(&s->xowner, kept_tag(h));
+  atomic_store(&s->xlisted, 0);
+  if (atomic_load(&s->xremote) && atomic_exchange(&s->xlisted, 1) == 0) {
+    atomic_store(&s->xowner, h);     /* a free came in meanwhile: s stays h's */
+    ready_link(h, s);
+  }
+}
+
+/* The owner freed into its ready slab s: when that emptied it, s goes to
+ * the shared pool, where an empty slab waits for the purge (or the next
+ * refill) as a detached one did, so a thread that frees a peak gives it
+ * back. (Released to its SuperSlab at once, a slab emptied and refilled
+ * in turn faulted its pages in again: lua +6.7% faults, +3.1% peak RSS.) */
+static void ready_freed(struct hak_heap *h, struct hak_slab *s) {
+  if (HAK_REMOTE_COUNT(atomic_load_explicit(&s->xremote, memory_order_acquire)) != s->used) return;
+  ready_unlink(h, s);
+  atomic_store_explicit(&s->xaffine, h, memory_order_relaxed);
+  atomic_store(&s->xowner, NULL);
+  partial_push(s);
+}
+
+/* A free by h (NULL: a thread without a heap) turned s's xlisted from 0 to
+ * 1: s was ownerless and goes to the shared list, or kept, and goes back to
+ * its owner when h is the owner, else to the shared list, with h's thread
+ * as the one that holds its blocks (the adoption hint). */
+static void notice(struct hak_heap *h, struct hak_slab *s) {
+  uintptr_t o = (uintptr_t)atomic_load(&s->xowner);
+  if (o & HAK_KEPT) {
+    if (h && (struct hak_heap *)(o & ~HAK_KEPT) == h) {
+      atomic_store(&s->xowner, h);
+      ready_link(h, s);
+      ready_freed(h, s);             /* a run of all its blocks */
+      return;
+    }
+    if (h) atomic_store_explicit(&s->xaffine, h, memory_order_relaxed);
+    atomic_store(&s->xowner, NULL);
+  }
+  HAK_ASSERT(atomic_load(&s->xowner) == NULL);
+  partial_push(s);
+}
+
+bool _hak_slab_has_reclaimable(const struct hak_heap *h, unsigned c) { return h->ready[c] != NULL; }
+
+/* A kept slab of h and class c that h freed into, back in use (the caller
+ * makes it current), or NULL. */
+struct hak_slab *_hak_slab_reclaim(struct hak_heap *h, unsigned c) {
+  struct hak_slab *s = h->ready[c];
+  if (!s) return NULL;
+  HAK_ASSERT(s->ready && atomic_load(&s->xowner) == h && atomic_load(&s->xlisted) == 1 && _hak_slab_has_recycled(s));
+  ready_unlink(h, s);
+  h->stats.slabs_reclaimed++;
+  return s;
+}
+
+/* Class c's ready list detached (each slab released when empty, else to
+ * the shared pool): a class the thread left idle, malloc_trim, exit. */
+void _hak_slab_release_ready(struct hak_heap *h, unsigned c) {
+  for (struct hak_slab *s; (s = _hak_slab_reclaim(h, c)) != NULL; ) _hak_slab_detach(h, s);
+}
+
 /* Adoption looks at this many of the newest ownerless slabs for one whose
  * blocks the adopting thread holds (xaffine), so that every thread's blocks
  * stay in slabs of their own, as in a heap of pages per thread. Taken by
@@ -338,15 +447,15 @@ struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok
   return s;
 }
 
-/* Pushes the chain head..tail (n blocks of s) onto s's remote list, and lists
- * s in the shared pool if it was ownerless and unlisted. */
+/* Pushes the chain head..tail (n blocks of s) onto s's remote list, and
+ * makes s reachable if it was unlisted (ownerless or kept: notice). */
 static void remote_push(struct hak_heap *h, struct hak_slab *s, void **head, void **tail, unsigned n) {
   uintptr_t old = atomic_load_explicit(&s->xremote, memory_order_relaxed), x;
   do {
     hak_link_set(tail, HAK_REMOTE_HEAD(old));
     x = (uintptr_t)head | (uintptr_t)(HAK_REMOTE_COUNT(old) + n) << HAK_REMOTE_SHIFT;
   } while (!atomic_compare_exchange_weak(&s->xremote, &old, x));
-  if (atomic_load(&s->xlisted) == 0 && atomic_exchange(&s->xlisted, 1) == 0) partial_push(s);
+  if (atomic_load(&s->xlisted) == 0 && atomic_exchange(&s->xlisted, 1) == 0) notice(h, s);
   if (h) h->stats.remote_frees += n;
 }
 
@@ -373,13 +482,14 @@ void *_hak_slab_return(struct hak_heap *h, unsigned c, void *chain, unsigned n_a
     left -= n;
     const struct hak_heap *owner = atomic_load_explicit(&s->xowner, memory_order_relaxed);
     if (h && owner == h) {
-      HAK_ASSERT(heap_holds(h, c, s));
+      HAK_ASSERT(heap_holds(h, c, s) || s->ready);
       hak_link_set(tail, s->free);
       s->free = head;
       s->nfree += n;
       HAK_ASSERT(n <= s->used);
       s->used -= n;
       _hak_slab_check(s);
+      if (s->ready) ready_freed(h, s);
     } else {
       if (h && !owner && atomic_load_explicit(&s->xaffine, memory_order_relaxed) != h)   /* h's thread holds its blocks */
         atomic_store_explicit(&s->xaffine, h, memory_order_relaxed);

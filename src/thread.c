@@ -115,8 +115,9 @@ void _hak_thread_flush(struct hak_heap *h) {
 }
 
 /* Thread exit: caches back to the slabs, slabs detached (ownerless slabs with
- * free blocks go to the shared pool, where other threads adopt them), the
- * counters merged, the heap returned for the next thread. */
+ * free blocks go to the shared pool, where other threads adopt them; kept
+ * ones go there at the next free into them), the counters merged, the heap
+ * returned for the next thread. */
 static void thread_exit(void *arg) {
   struct hak_heap *h = arg;
   if (!h || h != _hak_thread_tls.heap) return;
