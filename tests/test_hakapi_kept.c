@@ -36,10 +36,12 @@ static struct hak_slab *exhaust_fresh(struct hak_heap *h, unsigned c, void **blo
     return s;
 }
 
-/* The first block of a list, unlinked: handed back alone. */
+/* The first block of a list, unlinked: handed back alone (its two words
+ * readable first: the ASan build poisons free blocks). */
 static void *pop_block(void **list)
 {
     void **b = *list;
+    hak_track_mem_defined(b, 2 * sizeof(void *));
     *list = hak_link_get(b);
     hak_link_set(b, NULL);
     return b;
