@@ -47,11 +47,14 @@ static void collect_remote(struct hak_heap *h, struct hak_slab *s) {
  * the remote chain behind a non-empty local list, a walk of the chain, a
  * cache miss a block: 3.4% of jq's time, whose own frees into its full,
  * ownerless slabs are remote frees.) */
+static bool all_remote(const struct hak_slab *s) {
+  return HAK_REMOTE_COUNT(atomic_load_explicit(&s->xremote, memory_order_acquire)) == s->used;
+}
+
 static bool take_if_empty(struct hak_slab *s) {
-  uintptr_t x = atomic_load_explicit(&s->xremote, memory_order_acquire);
-  if (HAK_REMOTE_COUNT(x) != s->used) return false;
+  if (!all_remote(s)) return false;
   if (s->used) {
-    x = atomic_exchange_explicit(&s->xremote, 0, memory_order_acquire);
+    uintptr_t x = atomic_exchange_explicit(&s->xremote, 0, memory_order_acquire);
     HAK_ASSERT(HAK_REMOTE_COUNT(x) == s->used);     /* no block of s is out to be freed again */
     s->used = 0;
   }
@@ -339,17 +342,24 @@ void _hak_slab_keep(struct hak_heap *h, struct hak_slab *s) {
   }
 }
 
+/* s, listed by the caller (xlisted 1), goes ownerless to the shared
+ * pool, with holder's thread as the one that holds its blocks (NULL: no
+ * hint). */
+static void to_pool(struct hak_slab *s, struct hak_heap *holder) {
+  if (holder) atomic_store_explicit(&s->xaffine, holder, memory_order_relaxed);
+  atomic_store(&s->xowner, NULL);
+  partial_push(s);
+}
+
 /* The owner freed into its ready slab s: when that emptied it, s goes to
  * the shared pool, where an empty slab waits for the purge (or the next
  * refill) as a detached one did, so a thread that frees a peak gives it
  * back. (Released to its SuperSlab at once, a slab emptied and refilled
  * in turn faulted its pages in again: lua +6.7% faults, +3.1% peak RSS.) */
 static void ready_freed(struct hak_heap *h, struct hak_slab *s) {
-  if (HAK_REMOTE_COUNT(atomic_load_explicit(&s->xremote, memory_order_acquire)) != s->used) return;
+  if (!all_remote(s)) return;
   ready_unlink(h, s);
-  atomic_store_explicit(&s->xaffine, h, memory_order_relaxed);
-  atomic_store(&s->xowner, NULL);
-  partial_push(s);
+  to_pool(s, h);
 }
 
 /* A free by h (NULL: a thread without a heap) turned s's xlisted from 0 to
@@ -365,10 +375,10 @@ static void notice(struct hak_heap *h, struct hak_slab *s) {
       ready_freed(h, s);             /* a run of all its blocks */
       return;
     }
-    if (h) atomic_store_explicit(&s->xaffine, h, memory_order_relaxed);
-    atomic_store(&s->xowner, NULL);
+    to_pool(s, h);
+    return;
   }
-  HAK_ASSERT(atomic_load(&s->xowner) == NULL);
+  HAK_ASSERT(!o);
   partial_push(s);
 }
 
@@ -376,19 +386,24 @@ bool _hak_slab_has_reclaimable(const struct hak_heap *h, unsigned c) { return h-
 
 /* A kept slab of h and class c that h freed into, back in use (the caller
  * makes it current), or NULL. */
-struct hak_slab *_hak_slab_reclaim(struct hak_heap *h, unsigned c) {
+static struct hak_slab *ready_pop(struct hak_heap *h, unsigned c) {
   struct hak_slab *s = h->ready[c];
   if (!s) return NULL;
   HAK_ASSERT(s->ready && atomic_load(&s->xowner) == h && atomic_load(&s->xlisted) == 1 && _hak_slab_has_recycled(s));
   ready_unlink(h, s);
-  h->stats.slabs_reclaimed++;
+  return s;
+}
+
+struct hak_slab *_hak_slab_reclaim(struct hak_heap *h, unsigned c) {
+  struct hak_slab *s = ready_pop(h, c);
+  if (s) h->stats.slabs_reclaimed++;
   return s;
 }
 
 /* Class c's ready list detached (each slab released when empty, else to
  * the shared pool): a class the thread left idle, malloc_trim, exit. */
 void _hak_slab_release_ready(struct hak_heap *h, unsigned c) {
-  for (struct hak_slab *s; (s = _hak_slab_reclaim(h, c)) != NULL; ) _hak_slab_detach(h, s);
+  for (struct hak_slab *s; (s = ready_pop(h, c)) != NULL; ) _hak_slab_detach(h, s);
 }
 
 /* Adoption looks at this many of the newest ownerless slabs for one whose
