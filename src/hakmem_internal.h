@@ -289,6 +289,8 @@ HAK_FAST void *hak_link_get(void *const *b) { return hak_link_code(b, b[0]); }
  * under the pool lock; the xowner rules where slabs change hands):
  *   carved <= capacity; used <= carved; nfree == |free|;
  *   populated <= capacity, and ahead => populated >= carved;
+ *   touched <= capacity, and FREE and not dirty => touched == 0 (pages
+ *   purged, moved out or never used hold no free key: superslab.c);
  *   used + |free| == carved and |xremote| <= used (used counts blocks out
  *   of the slab: in a thread front, in the program, or freed by another
  *   thread onto xremote and not collected yet; |xremote| is the length in
@@ -339,6 +341,10 @@ struct hak_slab {
   uint8_t  ready;                    /* on its owner's ready list (owner)       */
   uint32_t populated;                /* blocks (carve order) whose pages were
                                         faulted in ahead                       */
+  uint32_t touched;                  /* blocks (carve order) its carvings reached
+                                        since its pages were last clean: the
+                                        ones that may hold the free key (pool
+                                        lock while FREE)                       */
   uint32_t freed_ms;                 /* when it became FREE (pool lock)        */
   uintptr_t start;                   /* first block                            */
   struct hak_slab *next;             /* shared partial list / SuperSlab free /
@@ -785,6 +791,7 @@ void     _hak_slab_release_ready(struct hak_heap *h, unsigned c);     /* ready s
 struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok, bool *adopted);
 void     _hak_slab_release_empty(struct hak_pool *pool);   /* pool lock held */
 void     _hak_slab_check(const struct hak_slab *s);
+void     _hak_slab_wipe_keys(const struct hak_slab *s, uintptr_t from, uintptr_t to);   /* pages leave its class */
 
 /* ---- refill.c -------------------------------------------------------------- */
 unsigned _hak_refill_take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain);

@@ -257,8 +257,10 @@ static void move_parts(struct large_entry *e, const struct large_entry *parts, u
  * program that churns Large blocks then moved the span heap's pages into
  * the Large cache (bench_oversubscribed peak RSS +6%). Not from free class
  * slabs: with them, plain_oom_mix (4 threads out of address space) found
- * live Tiny blocks freed twice in 1 run of 2, a race not found yet
- * (docs/experiments.md). *failed as _hak_span_give's. */
+ * live Tiny blocks "already free" in 1 run of 2 (docs/experiments.md): the
+ * slabs' free keys, which a realloc of the Large block copied into a small
+ * one; moved slab pages lose them now (_hak_slab_wipe_keys). *failed as
+ * _hak_span_give's. */
 static void large_fill(struct large_entry *e, int *failed) {
   unsigned budget = _hak_superslab_move_budget(), calls = 0;
   if (!budget) return;

@@ -196,6 +196,41 @@ static unsigned carve_blocks(struct hak_slab *s, uint32_t size, unsigned m, void
 }
 #endif
 
+/* The blocks of carve order [0, t) of s include block k (the hardened
+ * build: k lies in a chunk that its walk reached, which holds them). */
+static bool carved_within(const struct hak_slab *s, uint32_t k, uint32_t t) {
+#if HAK_HARDENED
+  uint32_t size = _hak_classes[s->cls].size, m = HAK_CARVE_BYTES / size;
+  if (m < HAK_CARVE_CHUNK_MIN) m = HAK_CARVE_CHUNK_MIN;
+  return k / m < (t + m - 1) / m;
+#else
+  uint32_t cf = hak_slab_carve_first(s);
+  return (k >= cf ? k - cf : k + s->capacity - cf) < t;
+#endif
+}
+
+/* Word 1 of every block of s (a free slab) whose word 1 lies in [from, to)
+ * and that a carving reached since its pages were last clean (s->touched)
+ * loses the free key: those pages go to another class (superslab.c), whose
+ * blocks lie at other offsets. A key left inside one of those, copied to
+ * word 1 of a live block (realloc copies a block's bytes; a program may
+ * copy uninitialized ones), made that block's free abort as a double free:
+ * plain_oom_mix's freed Tiny slabs gave their pages to the span heap, whose
+ * freed runs gave them to a Large block, which realloc copied into a
+ * 768-byte one (test_hakapi_free_key). Blocks never carved are not
+ * touched: their pages may not be resident. */
+void _hak_slab_wipe_keys(const struct hak_slab *s, uintptr_t from, uintptr_t to) {
+  uint32_t size = _hak_classes[s->cls].size;
+  uintptr_t first = s->start + sizeof(void *);        /* word 1 of block 0 */
+  uint32_t k = from > first ? (uint32_t)((from - first + size - 1) / size) : 0;
+  if (!s->touched) return;
+  for (; k < s->capacity; k++) {
+    void **b = (void **)(s->start + (uintptr_t)k * size);
+    if ((uintptr_t)(b + 2) > to) break;
+    if (carved_within(s, k, s->touched)) b[1] = NULL;
+  }
+}
+
 /* Moves up to want blocks of s onto *list: local free list, then remote
  * frees, then uncarved blocks — for a Tiny class at most HAK_CARVE_BYTES of
  * those per call (mimalloc extends a page by 4 KiB at a time), so a refill

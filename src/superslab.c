@@ -42,7 +42,11 @@ static void set_state(struct hak_superslab *ss, unsigned state) {
 static void ss_check(const struct hak_superslab *ss) {
   if (!HAK_DEBUG) return;
   unsigned free = 0;
-  for (unsigned i = 0; i < ss->nslabs; i++) free += ss->slabs[i].state == HAK_SLAB_FREE;
+  for (unsigned i = 0; i < ss->nslabs; i++) {
+    const struct hak_slab *s = &ss->slabs[i];
+    free += s->state == HAK_SLAB_FREE;
+    HAK_ASSERT(s->touched <= s->capacity && (s->state != HAK_SLAB_FREE || s->dirty || !s->touched));
+  }
   HAK_ASSERT(ss->free_slabs == free);
   HAK_ASSERT((ss->state == HAK_SS_EMPTY) == (ss->free_slabs == ss->nslabs));
   HAK_ASSERT(ss->state != HAK_SS_DRAINING ||
@@ -61,6 +65,7 @@ void _hak_superslab_mapped(struct hak_superslab *ss) {
     unsigned i = (n + first) % ss->nslabs;
     ss->slabs[i].state = HAK_SLAB_FREE;
     ss->slabs[i].dirty = 0;
+    ss->slabs[i].touched = 0;
     ss->slabs[i].recycled = 0;
     ss->slabs[i].moved_in = 0;
     ss->slabs[i].moved_out = 0;
@@ -157,6 +162,7 @@ void _hak_superslab_release_slab(struct hak_slab *s) {
   s->state = HAK_SLAB_FREE;
   s->free = NULL;
   s->nfree = 0;
+  if (s->carved > s->touched) s->touched = s->carved;   /* its blocks' keys stay until it is clean */
   s->carved = 0;
   s->dirty = 1;
   s->recycled = 1;
@@ -234,6 +240,7 @@ static size_t move_from(unsigned d, uintptr_t at, size_t need, unsigned budget, 
     size_t n = to > from ? to - from : 0;
     if (n > need - moved) n = need - moved;
     if (n) {
+      _hak_slab_wipe_keys(s, from, from + n);
       int r = _hak_os_move_pages((void *)from, n, (void *)(at + moved));
       if (r <= 0) { *failed = r < 0 ? 2 : 1; break; }
       moved += n;
@@ -241,6 +248,7 @@ static size_t move_from(unsigned d, uintptr_t at, size_t need, unsigned budget, 
       if (from + n < to) { s->moved_out = (uint8_t)(s->moved_out + n / _hak_os_page); break; }
     }
     s->dirty = 0;                              /* every page gone: as if purged */
+    s->touched = 0;
     *link = s->next_released;
     s->on_released = 0;
   }
@@ -339,6 +347,7 @@ static size_t purge_superslab(struct hak_superslab *ss, const struct hak_purge_p
     for (unsigned x = i; x < j; x++) {
       if (ss->slabs[x].dirty) released += k->slab_bytes;
       ss->slabs[x].dirty = 0;
+      ss->slabs[x].touched = 0;
     }
   }
   return released;
