@@ -30,7 +30,6 @@
 
 #include <pthread.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 
 #define SMALL_N 96
@@ -130,24 +129,12 @@ static void check_moved_pages(void)
     CHECKF(!copied, "a realloc of the 6 MiB block copied the free key into a 768-byte block");
 }
 
-static int run_child(const char *self)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("HAKMEM_PAGE_MOVES", "4096", 1);
-        setenv("HAKMEM_PURGE_DELAY_MS", "2000", 1);
-        execl("/proc/self/exe", self, "moves", (char *)NULL);
-        _exit(99);
-    }
-    int status;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "moves") == 0) { check_moved_pages(); TEST_END(); }
     check_span_reuse();
-    CHECKF(run_child(argv[0]) == 0, "page moves (the child's checks above)");
+    static const char *const moves[] = { "HAKMEM_PAGE_MOVES=4096", "HAKMEM_PURGE_DELAY_MS=2000", NULL };
+    int rc = test_rerun(argv[0], "moves", moves);
+    CHECKF(rc <= 0, "page moves: the child's checks above (exit status %d)", rc);
     TEST_END();
 }

@@ -36,7 +36,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -290,17 +289,12 @@ static void check_into_large(void) {
   free(grown);
 }
 
+/* mode in a child with moves on (moves: HAKMEM_PAGE_MOVES) and a purge delay of 2 s. */
 static int run_child(const char *self, const char *mode, const char *moves) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    setenv("HAKMEM_PAGE_MOVES", moves, 1);
-    setenv("HAKMEM_PURGE_DELAY_MS", "2000", 1);
-    execl("/proc/self/exe", self, mode, (char *)NULL);
-    _exit(99);
-  }
-  int status;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  char bound[64];
+  snprintf(bound, sizeof bound, "HAKMEM_PAGE_MOVES=%s", moves);
+  const char *const env[] = { bound, "HAKMEM_PURGE_DELAY_MS=2000", NULL };
+  return test_rerun(self, mode, env);
 }
 
 int main(int argc, char **argv) {

@@ -13,7 +13,6 @@
 #include <semaphore.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -157,18 +156,6 @@ static void check_blocked_thread(const char *what, size_t size) {
          what, trimmed - base);
 }
 
-static int run_cycles_child(const char *self) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    setenv("HAKMEM_PURGE_DELAY_MS", "2000", 1);
-    execl("/proc/self/exe", self, "cycles", (char *)NULL);
-    _exit(99);
-  }
-  int status;
-  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "cycles") == 0) { check_cycles_do_not_purge(); TEST_END(); }
   check_tier("tiny 256 B", 256);
@@ -179,6 +166,8 @@ int main(int argc, char **argv) {
   check_blocked_thread("mid 16 KiB", 16384);
   check_blocked_thread("L2.5 200 KiB", 200000);
   check_reuse_after_purge();
-  CHECKF(run_cycles_child(argv[0]) == 0, "cycles with a purge delay of 2 s (the child's checks above)");
+  static const char *const slow[] = { "HAKMEM_PURGE_DELAY_MS=2000", NULL };
+  int rc = test_rerun(argv[0], "cycles", slow);
+  CHECKF(rc <= 0, "cycles with a purge delay of 2 s: the child's checks above (exit status %d)", rc);
   TEST_END();
 }

@@ -24,4 +24,36 @@ static inline size_t test_page(void) {
   if (forced && (size_t)atol(forced) > page) page = (size_t)atol(forced);
   return page;
 }
+
+/* Runs this test again in a child, as `self mode`, with the settings in env
+ * ("NAME=value" strings, NULL-terminated) added to its environment (hakmem
+ * reads its options once, at start-up). Returns the child's exit status
+ * (128: it was killed), or -1 under an emulator: tests/run.sh sets
+ * HAK_TEST_EMULATOR for qemu-user, where /proc/self/exe is qemu itself,
+ * and the caller then skips what the child checks. */
+#include <string.h>
+#include <sys/wait.h>
+static inline int test_rerun(const char *self, const char *mode, const char *const *env) {
+  if (getenv("HAK_TEST_EMULATOR")) {
+    fprintf(stderr, "%s: not run under an emulator (it re-executes /proc/self/exe)\n", mode);
+    return -1;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    for (; env && *env; env++) {
+      const char *eq = strchr(*env, '=');
+      char name[64];
+      size_t len = eq ? (size_t)(eq - *env) : 0;
+      if (!eq || len >= sizeof name) _exit(98);
+      memcpy(name, *env, len);
+      name[len] = 0;
+      setenv(name, eq + 1, 1);
+    }
+    execl("/proc/self/exe", self, mode, (char *)NULL);
+    _exit(99);
+  }
+  int status;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return 127;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
 #endif
