@@ -241,9 +241,11 @@ extern struct hak_map _hak_region_map;
  * non-PIE executable), where the map's address is a small constant that a
  * count or a size in a block could equal; there it is a random 64-bit value,
  * never 0, set at initialization (thread.c). Memory that serves blocks
- * at other offsets later (the span heap's pages) must not keep it: a block
- * given back there loses it (span.c), else a copy of those bytes into word
- * 1 of a live block reads as a double free (test_hakapi_free_key). */
+ * at other offsets later must not keep it: a block given back to the span
+ * heap loses it (span.c), and so do a free slab's blocks before its pages
+ * move to another class (_hak_slab_wipe_keys), else a copy of those bytes
+ * into word 1 of a live block reads as a double free
+ * (test_hakapi_free_key). */
 #if HAK_SHARED_LIB
 #define HAK_FREE_KEY ((void *)&_hak_region_map)
 #else

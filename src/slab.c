@@ -220,10 +220,10 @@ static bool carved_within(const struct hak_slab *s, uint32_t k, uint32_t t) {
  * 768-byte one (test_hakapi_free_key). Blocks never carved are not
  * touched: their pages may not be resident. */
 void _hak_slab_wipe_keys(const struct hak_slab *s, uintptr_t from, uintptr_t to) {
+  if (!s->touched) return;
   uint32_t size = _hak_classes[s->cls].size;
   uintptr_t first = s->start + sizeof(void *);        /* word 1 of block 0 */
   uint32_t k = from > first ? (uint32_t)((from - first + size - 1) / size) : 0;
-  if (!s->touched) return;
   for (; k < s->capacity; k++) {
     void **b = (void **)(s->start + (uintptr_t)k * size);
     if ((uintptr_t)(b + 2) > to) break;

@@ -23,8 +23,8 @@
  *    and dirty: they may give), 100 KiB blocks take their pages, are freed,
  *    and a 6 MiB block takes those; no word of the 100 KiB blocks or of
  *    the 6 MiB block may hold the key, nor a 768-byte realloc of the big
- *    one. A kernel that does not move pages (qemu-user) moves nothing, and
- *    the child says so. */
+ *    one. A kernel that does not move pages moves nothing (the child prints
+ *    what moved); under qemu-user the child is not run (test_rerun). */
 #include "testing.h"
 #include "hakmem_internal.h"
 

@@ -31,7 +31,6 @@ static inline size_t test_page(void) {
  * (128: it was killed), or -1 under an emulator: tests/run.sh sets
  * HAK_TEST_EMULATOR for qemu-user, where /proc/self/exe is qemu itself,
  * and the caller then skips what the child checks. */
-#include <string.h>
 #include <sys/wait.h>
 static inline int test_rerun(const char *self, const char *mode, const char *const *env) {
   if (getenv("HAK_TEST_EMULATOR")) {
@@ -40,15 +39,7 @@ static inline int test_rerun(const char *self, const char *mode, const char *con
   }
   pid_t pid = fork();
   if (pid == 0) {
-    for (; env && *env; env++) {
-      const char *eq = strchr(*env, '=');
-      char name[64];
-      size_t len = eq ? (size_t)(eq - *env) : 0;
-      if (!eq || len >= sizeof name) _exit(98);
-      memcpy(name, *env, len);
-      name[len] = 0;
-      setenv(name, eq + 1, 1);
-    }
+    for (; env && *env; env++) putenv((char *)*env);   /* the child's copy stays until its exec */
     execl("/proc/self/exe", self, mode, (char *)NULL);
     _exit(99);
   }
