@@ -752,6 +752,10 @@ void   _hak_os_limit_init(void);                 /* from the options, at init */
  * (cgroup_file: /proc/self/cgroup; root: /sys/fs/cgroup); 0: no limit or
  * none found. Reads files with system calls only (no malloc). */
 size_t _hak_os_cgroup_limit(const char *cgroup_file, const char *root);
+/* Bytes between the process's resident set and its high-water mark
+ * (VmRSS and VmHWM of /proc/self/status); 0 when they cannot be read.
+ * System calls only. */
+size_t _hak_os_peak_room(void);
 
 /* ---- class.c --------------------------------------------------------------- */
 void     _hak_class_init(void);
@@ -871,6 +875,11 @@ size_t _hak_span_purge(const struct hak_purge_policy *pp);
  * last HAK_SPAN_DEMAND_PASSES passes, up to HAK_SPAN_DEMAND_KEEP bytes. */
 #define HAK_SPAN_DEMAND_PASSES 16u
 #define HAK_SPAN_DEMAND_KEEP   (8u << 20)
+/* It also holds runs freed less than HAK_PEAK_HOLD_DELAYS purge delays ago
+ * while the process is below its peak resident set: as many bytes as fit
+ * in the room between the two, less HAK_PEAK_HOLD_MARGIN. */
+#define HAK_PEAK_HOLD_DELAYS   20u
+#define HAK_PEAK_HOLD_MARGIN   (1u << 20)
 size_t _hak_span_give(uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed);  /* page moves */
 void   _hak_span_offer(void);                     /* free runs came back for a recipient */
 struct hak_span_stats {

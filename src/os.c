@@ -136,6 +136,24 @@ static ssize_t read_small(const char *path, char *buf, size_t len) {
   return got;
 }
 
+/* The number after key (a "Name:" of /proc/self/status, in kB); 0: none. */
+static size_t status_kb(const char *text, const char *key) {
+  const char *p = strstr(text, key);
+  if (!p) return 0;
+  p += strlen(key);
+  while (*p == ' ' || *p == '\t') p++;
+  size_t v = 0;
+  while (*p >= '0' && *p <= '9' && v < SIZE_MAX / 10 / 1024) v = v * 10 + (size_t)(*p++ - '0');
+  return v;
+}
+
+size_t _hak_os_peak_room(void) {
+  char text[4096];
+  if (read_small("/proc/self/status", text, sizeof text) <= 0) return 0;
+  size_t hwm = status_kb(text, "VmHWM:"), rss = status_kb(text, "VmRSS:");
+  return hwm > rss ? (hwm - rss) << 10 : 0;
+}
+
 /* memory.max of the cgroup directory dir: bytes, or 0 for "max" or none. */
 static size_t memory_max(const char *dir) {
   char path[4096 + 32], text[64];

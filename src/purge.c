@@ -7,7 +7,9 @@
  * also spares as much as it handed out since the last pass (released slabs,
  * span pages, Large ranges; the span heap the most of any of its last
  * HAK_SPAN_DEMAND_PASSES passes, up to HAK_SPAN_DEMAND_KEEP bytes, for a
- * compiler's bursts): a thread of an oversubscribed machine waits
+ * compiler's bursts; and, below the process's peak resident set, runs
+ * freed less than HAK_PEAK_HOLD_DELAYS delays ago that fit under that
+ * peak: span.c, held): a thread of an oversubscribed machine waits
  * longer than the delay for its turn to run, and what the current demand
  * takes again would come back as page faults and mappings. malloc_trim and
  * out-of-memory retries run a forced pass: no delay, nothing kept. */
