@@ -7,79 +7,41 @@
  *  - once older, the next pass purges them;
  *  - a freed peak fills the room itself: past the delay no more than the
  *    recent demand spares (HAK_SPAN_DEMAND_KEEP) stays resident.
- * hakmem's clock is frozen (as in test_hakapi_span_demand), and the passes
- * are called with the times each check needs. */
-#include "testing.h"
-#include "hakmem_internal.h"
+ * hakmem's clock is frozen (span_burst.h), and the passes are called with
+ * the times each check needs. */
+#include "span_burst.h"
 
-#include <string.h>
 #include <sys/mman.h>
-#include <time.h>
-
-int clock_gettime(clockid_t id, struct timespec *ts) {
-  (void)id;
-  ts->tv_sec = 1000;
-  ts->tv_nsec = 0;
-  return 0;
-}
 
 #define MiB (1024u * 1024u)
-#define BLOCK (512u * 1024u)
 #define RUNS 8u
-
-static uint64_t dirty(void) {
-  struct hak_span_stats s;
-  _hak_span_stats(&s);
-  return s.dirty_bytes;
-}
-
-static void pass_at(uint32_t now) {
-  struct hak_purge_policy pp = { false, now, (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS), 0 };
-  _hak_span_purge(&pp);
-}
-
-/* 2n blocks of BLOCK written; every second one freed and the thread's span
- * lists flushed: n free runs apart, the others kept in live. */
-static void burst(unsigned n, void **live) {
-  void *blocks[2 * 64];
-  for (unsigned i = 0; i < 2 * n; i++) {
-    blocks[i] = hak_malloc(BLOCK);
-    CHECK(blocks[i] != NULL);
-    if (blocks[i]) memset(blocks[i], 0x5A, BLOCK);
-  }
-  for (unsigned i = 0; i < n; i++) {
-    live[i] = blocks[2 * i];
-    hak_free(blocks[2 * i + 1]);
-  }
-  _hak_front_spans_flush(_hak_thread_tls.heap);
-}
 
 /* The runs of a burst, past the delay and the demand's window: held while
  * younger than the hold, purged after. */
 static void check_hold(uint32_t now, uint32_t delay, uint64_t freed) {
-  for (unsigned k = 0; k <= HAK_SPAN_DEMAND_PASSES; k++) pass_at(now + delay + 1);
-  CHECKF(dirty() >= freed, "below the peak, %llu KiB of %llu KiB freed runs resident past the delay",
-         (unsigned long long)dirty() >> 10, (unsigned long long)freed >> 10);
-  pass_at(now + delay * HAK_PEAK_HOLD_DELAYS);
-  CHECKF(dirty() == 0, "%llu KiB still resident %u delays after their free", (unsigned long long)dirty() >> 10,
-         HAK_PEAK_HOLD_DELAYS);
+  for (unsigned k = 0; k <= HAK_SPAN_DEMAND_PASSES; k++) span_pass_at(now + delay + 1);
+  CHECKF(span_dirty() >= freed, "below the peak, %llu KiB of %llu KiB freed runs resident past the delay",
+         (unsigned long long)span_dirty() >> 10, (unsigned long long)freed >> 10);
+  span_pass_at(now + delay * HAK_PEAK_HOLD_DELAYS);
+  CHECKF(span_dirty() == 0, "%llu KiB still resident %u delays after their free",
+         (unsigned long long)span_dirty() >> 10, HAK_PEAK_HOLD_DELAYS);
 }
 
 int main(void) {
-  static void *live[RUNS], *peak[64];
+  static void *live[RUNS], *peak[SPAN_MOST];
   const uint32_t now = _hak_os_now_ms(), delay = (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS);
   CHECK(delay > 0);
 
-  /* A freed peak bigger than any room goes back after the delay. */
-  burst(64, peak);                                 /* 32 MiB freed, 32 MiB live */
-  for (unsigned k = 0; k <= HAK_SPAN_DEMAND_PASSES; k++) pass_at(now + delay + 1);
-  CHECKF(dirty() <= HAK_SPAN_DEMAND_KEEP, "a freed 32 MiB peak: %llu KiB resident past the delay",
-         (unsigned long long)dirty() >> 10);
-  pass_at(now + delay * HAK_PEAK_HOLD_DELAYS);
-  for (unsigned i = 0; i < 64; i++) hak_free(peak[i]);
+  /* A freed peak fills the room itself: the demand's bound at most stays. */
+  span_burst(SPAN_MOST, peak);                     /* 32 MiB freed, 32 MiB live */
+  for (unsigned k = 0; k <= HAK_SPAN_DEMAND_PASSES; k++) span_pass_at(now + delay + 1);
+  CHECKF(span_dirty() <= HAK_SPAN_DEMAND_KEEP, "a freed 32 MiB peak: %llu KiB resident past the delay",
+         (unsigned long long)span_dirty() >> 10);
+  span_pass_at(now + delay * HAK_PEAK_HOLD_DELAYS);
+  for (unsigned i = 0; i < SPAN_MOST; i++) hak_free(peak[i]);
   _hak_front_spans_flush(_hak_thread_tls.heap);
-  pass_at(now + delay * HAK_PEAK_HOLD_DELAYS);
-  CHECKF(dirty() == 0, "%llu KiB resident after the peak's last blocks went", (unsigned long long)dirty() >> 10);
+  span_pass_at(now + delay * HAK_PEAK_HOLD_DELAYS);
+  CHECKF(span_dirty() == 0, "%llu KiB resident after the peak's last blocks went", (unsigned long long)span_dirty() >> 10);
 
   /* Room made by hand: 64 MiB written, then unmapped. */
   size_t big = 64u * MiB;
@@ -91,8 +53,8 @@ int main(void) {
   size_t room = _hak_os_peak_room();
   CHECKF(room >= big / 2, "%zu KiB between the resident set and its peak after 64 MiB went", room >> 10);
 
-  burst(RUNS, live);
-  check_hold(now, delay, (uint64_t)RUNS * BLOCK);
+  span_burst(RUNS, live);
+  check_hold(now, delay, (uint64_t)RUNS * SPAN_BLOCK);
 
   for (unsigned i = 0; i < RUNS; i++) hak_free(live[i]);
   TEST_END();
