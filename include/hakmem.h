@@ -8,7 +8,8 @@
 #define HAKMEM_H
 
 #include <stddef.h>
-#include <malloc.h>   /* struct mallinfo2 */
+#include <malloc.h>   /* struct mallinfo2, struct mallinfo */
+#include <stdio.h>    /* FILE */
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,6 +40,13 @@ void   hak_collect(void);
  * uordblks = bytes in use (blocks held by the program or thread caches),
  * fordblks = mapped but not in use, hblkhd = live Large blocks (mmapped). */
 struct mallinfo2 hak_mallinfo2(void);
+/* The same figures in glibc's older struct of ints, each at most INT_MAX. */
+struct mallinfo hak_mallinfo(void);
+/* The same figures as glibc's malloc_info XML on fp (options must be 0):
+ * total in-use, free and mmap (live Large blocks) sizes, the large cache,
+ * system current and max (bytes mapped, and its peak). Returns 0, or -1
+ * with errno set (EINVAL: options not 0, or fp NULL). */
+int    hak_malloc_info(int options, FILE *fp);
 
 /* First-class heaps (as mimalloc's mi_heap_*): a heap owns its memory, apart
  * from malloc's, so that all its blocks can be freed at once.
@@ -66,7 +74,8 @@ void  *hak_heap_aligned_alloc(hak_heap_t *heap, size_t alignment, size_t size);
 void   hak_heap_destroy(hak_heap_t *heap);
 void   hak_heap_delete(hak_heap_t *heap);
 
-/* Prints the counters report (as HAKMEM_STATS=1 does at exit) to stderr. */
+/* Prints the counters report (as HAKMEM_STATS=1 does at exit) to stderr;
+ * malloc_stats() prints the same. */
 void   hak_stats_print(void);
 /* Writes the counters as JSON to path; returns 0, or -1 with errno set. */
 int    hak_stats_write_json(const char *path);

@@ -4,6 +4,7 @@
 #include "hakmem_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 
 /* ---- routing ------------------------------------------------------------------ */
 static void *route_alloc(size_t n) {
@@ -355,5 +356,20 @@ HAK_API struct mallinfo2 hak_mallinfo2(void) {
   mi.uordblks = in_use;
   mi.fordblks = mapped > in_use ? mapped - in_use : 0;
   mi.hblkhd = (size_t)atomic_load(&_hak_stats_gauges.bytes_large);
+  return mi;
+}
+
+/* glibc's older struct has int fields: each is hak_mallinfo2's, at most
+ * INT_MAX (glibc's own wrap past 2 GiB and read as small numbers). */
+static int int_field(size_t v) { return v > INT_MAX ? INT_MAX : (int)v; }
+
+HAK_API struct mallinfo hak_mallinfo(void) {
+  struct mallinfo2 m2 = hak_mallinfo2();
+  struct mallinfo mi;
+  memset(&mi, 0, sizeof mi);
+  mi.arena = int_field(m2.arena);
+  mi.uordblks = int_field(m2.uordblks);
+  mi.fordblks = int_field(m2.fordblks);
+  mi.hblkhd = int_field(m2.hblkhd);
   return mi;
 }

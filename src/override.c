@@ -5,6 +5,8 @@
 #include "hakmem_internal.h"
 
 #include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* C23 names the C library of this machine may not declare yet. */
@@ -26,6 +28,12 @@ HAK_API void free_sized(void *p, size_t n) { hak_free_sized(p, n); }
 HAK_API void free_aligned_sized(void *p, size_t align, size_t n) { hak_free_aligned_sized(p, align, n); }
 HAK_API int malloc_trim(size_t pad) { return hak_malloc_trim(pad); }
 HAK_API struct mallinfo2 mallinfo2(void) { return hak_mallinfo2(); }
+/* glibc's reports: left to glibc they would describe glibc's own arenas,
+ * which hold nothing under hakmem. mallopt stays glibc's: its settings are
+ * glibc's (hakmem's are the HAKMEM_ options). */
+HAK_API struct mallinfo mallinfo(void) { return hak_mallinfo(); }
+HAK_API void malloc_stats(void) { hak_stats_print(); }
+HAK_API int malloc_info(int options, FILE *fp) { return hak_malloc_info(options, fp); }
 
 /* ---- C++ ---------------------------------------------------------------------- */
 /* Out of memory in operator new: call the new-handler while there is one,

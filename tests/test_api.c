@@ -5,6 +5,7 @@
 #include "testing.h"
 #include "hakmem.h"
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -37,20 +38,27 @@ struct api {
     void (*free_aligned_sized)(void *, size_t, size_t);
     int (*malloc_trim)(size_t);
     struct mallinfo2 (*mallinfo2)(void);
+    struct mallinfo (*mallinfo)(void);
+    int (*malloc_info)(int, FILE *);
+    void (*malloc_stats)(void);
 };
 
 static size_t std_usable_size(const void *p) { return malloc_usable_size((void *)p); }
 
+/* glibc marks mallinfo deprecated; hakmem gives it all the same. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 static const struct api std_api = {
     "std", malloc, free, calloc, realloc, reallocarray, posix_memalign, aligned_alloc,
     memalign, valloc, pvalloc, std_usable_size, free_sized, free_aligned_sized,
-    malloc_trim, mallinfo2,
+    malloc_trim, mallinfo2, mallinfo, malloc_info, malloc_stats,
 };
+#pragma GCC diagnostic pop
 static const struct api hak_api = {
     "hak", hak_malloc, hak_free, hak_calloc, hak_realloc, hak_reallocarray,
     hak_posix_memalign, hak_aligned_alloc, hak_memalign, hak_valloc, hak_pvalloc,
     hak_malloc_usable_size, hak_free_sized, hak_free_aligned_sized, hak_malloc_trim,
-    hak_mallinfo2,
+    hak_mallinfo2, hak_mallinfo, hak_malloc_info, hak_stats_print,
 };
 
 /* Sizes on both sides of every tier limit (tiny 2 KiB, L2 32/52 KiB, L2.5 1 MiB). */
@@ -504,6 +512,76 @@ static void test_mallinfo_trim(const struct api *a)
     CHECK(a->mallinfo2().arena <= b.freed.arena);
 }
 
+static int int_field(size_t v) { return v > INT_MAX ? INT_MAX : (int)v; }
+
+/* The size="N" of the element that starts with tag in xml, or -1. */
+static long long xml_size(const char *xml, const char *tag)
+{
+    const char *at = strstr(xml, tag);
+    long long v;
+    return at && sscanf(at + strlen(tag), " size=\"%lld\"", &v) == 1 ? v : -1;
+}
+
+/* A file's text (up to size - 1 bytes) from its start. */
+static void file_text(FILE *f, char *text, size_t size)
+{
+    rewind(f);
+    size_t got = fread(text, 1, size - 1, f);
+    text[got] = 0;
+}
+
+/* glibc's reports give hakmem's figures: mallinfo those of mallinfo2 (at
+ * most INT_MAX), malloc_info the same as XML (options must be 0), and
+ * malloc_stats hakmem's counters report on stderr. */
+static void test_reports(const struct api *a)
+{
+    void *volatile big = a->malloc(3 * MiB), *volatile small = a->malloc(100);
+    struct mallinfo2 m2 = a->mallinfo2();
+    struct mallinfo m = a->mallinfo();
+    CHECKF(m.arena == int_field(m2.arena) && m.uordblks == int_field(m2.uordblks) &&
+           m.fordblks == int_field(m2.fordblks) && m.hblkhd == int_field(m2.hblkhd),
+           "%s: mallinfo %d %d %d %d, mallinfo2 %zu %zu %zu %zu", a->name, m.arena, m.uordblks,
+           m.fordblks, m.hblkhd, m2.arena, m2.uordblks, m2.fordblks, m2.hblkhd);
+    CHECK(m.hblkhd >= (int)(3 * MiB) && m.uordblks >= m.hblkhd);
+
+    static char buf[4096], text[4096];
+    FILE *f = tmpfile();
+    CHECK(f != NULL);
+    if (!f) return;
+    setvbuf(f, buf, _IOFBF, sizeof buf);       /* the stream allocates nothing */
+    m2 = a->mallinfo2();
+    CHECK(a->malloc_info(0, f) == 0);
+    file_text(f, text, sizeof text);
+    CHECKF(strstr(text, "<malloc version=") == text && strstr(text, "</malloc>"), "%s: %s", a->name, text);
+    CHECKF(xml_size(text, "<system type=\"current\"") == (long long)m2.arena &&
+           xml_size(text, "<total type=\"in-use\"") == (long long)m2.uordblks &&
+           xml_size(text, "<total type=\"free\"") == (long long)m2.fordblks &&
+           xml_size(text, "<total type=\"mmap\"") == (long long)m2.hblkhd &&
+           xml_size(text, "<system type=\"max\"") >= (long long)m2.arena,
+           "%s: malloc_info against mallinfo2 %zu %zu %zu %zu: %s", a->name, m2.arena, m2.uordblks,
+           m2.fordblks, m2.hblkhd, text);
+    errno = 0;
+    CHECK(a->malloc_info(1, f) == -1 && errno == EINVAL);
+    errno = 0;
+    CHECK(a->malloc_info(0, NULL) == -1 && errno == EINVAL);
+    fclose(f);
+
+    FILE *err = tmpfile();
+    CHECK(err != NULL);
+    if (!err) return;
+    fflush(stderr);
+    int saved = dup(2);
+    CHECK(saved >= 0 && dup2(fileno(err), 2) == 2);
+    a->malloc_stats();
+    CHECK(dup2(saved, 2) == 2);
+    close(saved);
+    file_text(err, text, sizeof text);
+    fclose(err);
+    CHECKF(strstr(text, "statistics") && strstr(text, "in use"), "%s: malloc_stats printed: %.200s", a->name, text);
+    a->free(big);
+    a->free(small);
+}
+
 /* Run first, in a fresh process: once a thread has freed all it allocated
  * and exited (its caches flushed), nothing of it counts as in use. */
 static void test_in_use_after_thread_exit(const struct api *a)
@@ -531,6 +609,7 @@ static void run_all(const struct api *a)
     test_realloc(a);
     test_free_sized(a);
     test_mallinfo_trim(a);
+    test_reports(a);
 }
 
 int main(void)
