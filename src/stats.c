@@ -231,25 +231,25 @@ HAK_API int hak_stats_write_json(const char *path) {
   return close(fd);
 }
 
-/* glibc's malloc_info: the same figures as mallinfo2 in glibc's XML
- * elements, for the process as a whole (hakmem has no arenas to list):
- * total in-use and free (mapped, not in use), mmap (live Large blocks),
- * system current and max (mapped, and its peak). Written after the
- * gauges are read: the stream may allocate. */
+/* glibc's malloc_info: hak_mallinfo2's figures in glibc's XML elements,
+ * for the process as a whole (hakmem has no arenas to list): total in-use,
+ * free (mapped, not in use) and mmap (live Large blocks), the large cache,
+ * system current and max (mapped, and its peak). Written after the gauges
+ * are read: the stream may allocate. */
 HAK_API int hak_malloc_info(int options, FILE *fp) {
   if (options != 0 || !fp) { errno = EINVAL; return -1; }
-  long long mapped = gauge(&_hak_stats_gauges.bytes_mapped), peak = gauge(&_hak_stats_gauges.bytes_mapped_peak);
-  long long in_use = gauge(&_hak_stats_gauges.bytes_in_use), large = gauge(&_hak_stats_gauges.bytes_large);
-  long long cached = gauge(&_hak_stats_gauges.bytes_large_cached);
+  struct mallinfo2 m = hak_mallinfo2();
+  long long peak = gauge(&_hak_stats_gauges.bytes_mapped_peak), cached = gauge(&_hak_stats_gauges.bytes_large_cached);
+  if (peak < (long long)m.arena) peak = (long long)m.arena;     /* a peak is raised just after its gauge */
   int rc = fprintf(fp, "<malloc version=\"hakmem-%s\">\n"
-                       "<total type=\"in-use\" size=\"%lld\"/>\n"
-                       "<total type=\"free\" size=\"%lld\"/>\n"
-                       "<total type=\"mmap\" size=\"%lld\"/>\n"
+                       "<total type=\"in-use\" size=\"%zu\"/>\n"
+                       "<total type=\"free\" size=\"%zu\"/>\n"
+                       "<total type=\"mmap\" size=\"%zu\"/>\n"
                        "<total type=\"large-cache\" size=\"%lld\"/>\n"
-                       "<system type=\"current\" size=\"%lld\"/>\n"
+                       "<system type=\"current\" size=\"%zu\"/>\n"
                        "<system type=\"max\" size=\"%lld\"/>\n"
                        "</malloc>\n",
-                   HAKMEM_VERSION, in_use, mapped > in_use ? mapped - in_use : 0, large, cached, mapped, peak);
+                   HAKMEM_VERSION, m.uordblks, m.fordblks, m.hblkhd, cached, m.arena, peak);
   return rc < 0 ? -1 : 0;
 }
 
