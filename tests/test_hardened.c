@@ -86,24 +86,11 @@ static void test_carve_once(void) {
 
 /* Two processes carve a fresh slab in different orders (the child mode
  * "order" prints its first blocks' indices). */
+static void exec_order(void *self) { execl("/proc/self/exe", (const char *)self, "order", (char *)NULL); }
+
 static void carve_order_of_child(const char *self, char *out, size_t size) {
-  int fds[2];
-  CHECK(pipe(fds) == 0);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    execl("/proc/self/exe", self, "order", (char *)NULL);
-    _exit(99);
-  }
-  close(fds[1]);
-  size_t len = 0;
-  ssize_t r;
-  while (len + 1 < size && (r = read(fds[0], out + len, size - 1 - len)) > 0) len += (size_t)r;
-  out[len] = 0;
-  close(fds[0]);
-  int status;
-  waitpid(pid, &status, 0);
-  CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0 && len > 0, "order child: status %d", status);
+  int status = test_in_child(exec_order, (void *)self, STDOUT_FILENO, out, size);
+  CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0 && out[0], "order child: status %d", status);
 }
 
 static int print_order(void) {
@@ -179,7 +166,8 @@ static void *freed_and_written(void) {
 
 static void *thread_write(void *arg) { (void)arg; freed_and_written(); return NULL; }
 
-static void write_then(enum catch_point at) {
+static void write_then(void *point) {
+  enum catch_point at = *(const enum catch_point *)point;
   void *held[HAK_DELAY_MAX];
   for (unsigned i = 0; i < HAK_DELAY_MAX; i++) held[i] = malloc(48);
   if (at == AT_THREAD_EXIT) {
@@ -198,27 +186,9 @@ static void write_then(enum catch_point at) {
   _exit(3);
 }
 
-/* body(at) in a forked child, its stderr caught in err: how it ended. */
-static int in_child(void (*body)(enum catch_point), enum catch_point at, char *err, size_t size) {
-  int fds[2], status;
-  if (pipe(fds) != 0) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 2);
-    body(at);
-    _exit(3);
-  }
-  close(fds[1]);
-  ssize_t len = read(fds[0], err, size - 1);
-  err[len > 0 ? len : 0] = 0;
-  close(fds[0]);
-  waitpid(pid, &status, 0);
-  return status;
-}
-
 static void test_written_after_free(enum catch_point at) {
   char err[512];
-  int status = in_child(write_then, at, err, sizeof err);
+  int status = test_in_child(write_then, &at, STDERR_FILENO, err, sizeof err);
   CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "%s: status %d", catch_name[at], status);
   CHECKF(strstr(err, "hakmem: free block 0x") == err && strstr(err, "(class ") &&
          strstr(err, "48-byte") && strstr(err, "written after free") && strchr(err, '\n') == err + strlen(err) - 1,
@@ -230,7 +200,7 @@ static void test_written_after_free(enum catch_point at) {
  * static buffer) aborts at the pop with one line; the buffer never comes
  * out. In a forked child. */
 static char target[64];
-static void heap_attack(enum catch_point unused) {
+static void heap_attack(void *unused) {
   (void)unused;
   hak_heap_t *h = hak_heap_new();
   void **a = hak_heap_malloc(h, 48), **b = hak_heap_malloc(h, 48);
@@ -243,7 +213,7 @@ static void heap_attack(enum catch_point unused) {
 
 static void test_heap_link(void) {
   char err[512];
-  int status = in_child(heap_attack, AT_MALLOC, err, sizeof err);
+  int status = test_in_child(heap_attack, NULL, STDERR_FILENO, err, sizeof err);
   CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "heap link: status %d", status);
   CHECKF(strstr(err, "hakmem: corrupted free list: the link of free block 0x") == err &&
          strstr(err, "first-class heap's 48-byte blocks") && strchr(err, '\n') == err + strlen(err) - 1,

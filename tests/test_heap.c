@@ -50,29 +50,8 @@ static void test_standard_names(void) {
 }
 
 /* ---- misuse ---------------------------------------------------------------- */
-struct outcome { int status; char err[4096]; size_t len; };
-
-static void run_in_child(void (*call)(void), struct outcome *out) {
-    int fds[2];
-    if (pipe(fds) != 0) { perror("pipe"); exit(2); }
-    pid_t pid = fork();
-    if (pid == 0) {
-        struct rlimit no_core = { 0, 0 };
-        setrlimit(RLIMIT_CORE, &no_core);
-        alarm(30);
-        dup2(fds[1], STDERR_FILENO);
-        close(fds[0]);
-        call();
-        _exit(99);                                     /* survived the misuse */
-    }
-    close(fds[1]);
-    out->len = 0;
-    ssize_t n;
-    while ((n = read(fds[0], out->err + out->len, sizeof out->err - 1 - out->len)) > 0) out->len += (size_t)n;
-    out->err[out->len] = 0;
-    close(fds[0]);
-    waitpid(pid, &out->status, 0);
-}
+struct misuse { void (*call)(void); const char *expect; };
+static void run_misuse(void *m) { ((const struct misuse *)m)->call(); }
 
 static hak_heap_t *other_heap;
 static void *thread_malloc(void *arg) { (void)arg; return hak_heap_malloc(other_heap, 10); }
@@ -102,7 +81,7 @@ static void misuse_destroyed_heap(void) {
 }
 
 static void test_misuse(void) {
-    static const struct { void (*call)(void); const char *expect; } cases[] = {
+    static const struct misuse cases[] = {
         { misuse_other_thread, "hak_heap_malloc(): invalid pointer" },
         { misuse_double_free, "free(): " },
         { misuse_free_after_destroy, "free(): invalid pointer" },
@@ -111,13 +90,13 @@ static void test_misuse(void) {
     /* After a destroy, the segment is kept mapped for the next heap (or unmapped when enough are). */
     static const char *const also[] = { "another thread", "already free", "heap's memory, not a live block", "hak_heap_malloc" };
     for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct outcome o;
-        run_in_child(cases[i].call, &o);
-        CHECKF(WIFSIGNALED(o.status) && WTERMSIG(o.status) == SIGABRT, "case %u: status %#x", i, o.status);
-        CHECKF(strncmp(o.err, "hakmem: ", 8) == 0 && strstr(o.err, cases[i].expect) && (strstr(o.err, also[i]) || (i == 2 && strstr(o.err, "not allocated by hakmem"))),
-               "case %u: stderr \"%s\"", i, o.err);
-        char *nl = strchr(o.err, '\n');
-        CHECKF(nl && nl[1] == 0, "case %u: not one line: \"%s\"", i, o.err);
+        char err[4096];
+        int status = test_in_child(run_misuse, (void *)&cases[i], STDERR_FILENO, err, sizeof err);
+        CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "case %u: status %#x", i, status);
+        CHECKF(strncmp(err, "hakmem: ", 8) == 0 && strstr(err, cases[i].expect) && (strstr(err, also[i]) || (i == 2 && strstr(err, "not allocated by hakmem"))),
+               "case %u: stderr \"%s\"", i, err);
+        char *nl = strchr(err, '\n');
+        CHECKF(nl && nl[1] == 0, "case %u: not one line: \"%s\"", i, err);
     }
 }
 

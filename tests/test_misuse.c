@@ -36,36 +36,6 @@ static const struct bad_call bad_calls[] = {
     { call_usable_size, "malloc_usable_size(" },
 };
 
-struct outcome {
-    int status;
-    char err[4096];
-    size_t len;
-};
-
-/* Runs call(ptr) in a child whose stderr goes into out->err. */
-static void run_in_child(void (*call)(void *), void *ptr, struct outcome *out)
-{
-    int fds[2];
-    if (pipe(fds) != 0) { perror("pipe"); exit(2); }
-    pid_t pid = fork();
-    if (pid == 0) {
-        struct rlimit no_core = { 0, 0 };
-        setrlimit(RLIMIT_CORE, &no_core);
-        alarm(30);
-        dup2(fds[1], STDERR_FILENO);
-        close(fds[0]);
-        call(ptr);
-        _exit(99);               /* survived the bad call */
-    }
-    close(fds[1]);
-    out->len = 0;
-    ssize_t n;
-    while ((n = read(fds[0], out->err + out->len, sizeof out->err - 1 - out->len)) > 0) out->len += (size_t)n;
-    out->err[out->len] = '\0';
-    close(fds[0]);
-    waitpid(pid, &out->status, 0);
-}
-
 static int count_lines(const char *s)
 {
     int lines = 0;
@@ -75,18 +45,18 @@ static int count_lines(const char *s)
 
 static void expect_abort(void (*call)(void *), void *ptr, const char *expect, const char *what)
 {
-    struct outcome o;
-    char ptr_text[32];
+    char ptr_text[32], err[4096];
     snprintf(ptr_text, sizeof ptr_text, "%p", ptr);
-    run_in_child(call, ptr, &o);
-    int aborted = WIFSIGNALED(o.status) && WTERMSIG(o.status) == SIGABRT;
-    int one_line = o.len > 0 && o.err[o.len - 1] == '\n' && count_lines(o.err) == 1;
-    int line_ok = one_line && strncmp(o.err, "hakmem: ", 8) == 0 && strstr(o.err, expect) && strstr(o.err, ptr_text);
+    int status = test_in_child(call, ptr, STDERR_FILENO, err, sizeof err);
+    size_t len = strlen(err);
+    int aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+    int one_line = len > 0 && err[len - 1] == '\n' && count_lines(err) == 1;
+    int line_ok = one_line && strncmp(err, "hakmem: ", 8) == 0 && strstr(err, expect) && strstr(err, ptr_text);
     CHECKF(aborted, "%s %s: child %s %d", what, ptr_text,
-           WIFSIGNALED(o.status) ? "killed by signal" : "exited with",
-           WIFSIGNALED(o.status) ? WTERMSIG(o.status) : WEXITSTATUS(o.status));
+           WIFSIGNALED(status) ? "killed by signal" : "exited with",
+           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
     CHECKF(line_ok, "%s %s: expected one line \"hakmem: ...%s...%s...\", got \"%.*s\"",
-           what, ptr_text, expect, ptr_text, (int)(o.len && o.err[o.len - 1] == '\n' ? o.len - 1 : o.len), o.err);
+           what, ptr_text, expect, ptr_text, (int)(len && err[len - 1] == '\n' ? len - 1 : len), err);
 }
 
 static void check_bad_pointer(void *ptr, const char *what)

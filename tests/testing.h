@@ -3,6 +3,7 @@
  * the exit code. */
 #ifndef HAKMEM_TESTING_H
 #define HAKMEM_TESTING_H
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -46,5 +47,39 @@ static inline int test_rerun(const char *self, const char *mode, const char *con
   int status;
   if (pid < 0 || waitpid(pid, &status, 0) != pid) return 127;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+/* Runs body(arg) in a forked child whose file descriptor fd (1 or 2) is
+ * caught in out: at most size - 1 bytes, NUL-terminated (the rest is read
+ * and dropped, so the child never blocks on a full pipe). The child leaves
+ * no core file and is killed by SIGALRM after 30 s; a body that returns
+ * exits with 99. Returns the child's wait status. */
+#include <sys/resource.h>
+static inline int test_in_child(void (*body)(void *), void *arg, int fd, char *out, size_t size) {
+  int fds[2], status = -1;
+  if (pipe(fds) != 0) { perror("pipe"); exit(2); }
+  pid_t pid = fork();
+  if (pid < 0) { perror("fork"); exit(2); }
+  if (pid == 0) {
+    struct rlimit no_core = { 0, 0 };
+    setrlimit(RLIMIT_CORE, &no_core);
+    alarm(30);
+    dup2(fds[1], fd);
+    close(fds[0]);
+    close(fds[1]);
+    body(arg);
+    _exit(99);
+  }
+  close(fds[1]);
+  size_t len = 0;
+  char drop[256];
+  for (ssize_t n = 1; n > 0; ) {
+    bool room = len + 1 < size;
+    n = read(fds[0], room ? out + len : drop, room ? size - 1 - len : sizeof drop);
+    if (n > 0 && room) len += (size_t)n;
+  }
+  out[len] = 0;
+  close(fds[0]);
+  waitpid(pid, &status, 0);
+  return status;
 }
 #endif
