@@ -48,6 +48,7 @@ static inline int test_rerun(const char *self, const char *mode, const char *con
   if (pid < 0 || waitpid(pid, &status, 0) != pid) return 127;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
+
 /* Runs body(arg) in a forked child whose file descriptor fd (1 or 2) is
  * caught in out: at most size - 1 bytes, NUL-terminated (the rest is read
  * and dropped, so the child never blocks on a full pipe). The child leaves
