@@ -135,22 +135,18 @@ static void run_realloc_growth(void)
 
 /* The usable size of a 100 KiB block in a process whose memory was never
  * short: its size class's (read in a child, which keeps this one clean). */
+static void print_usable_100k(void *unused)
+{
+    (void)unused;
+    void *p = malloc(100 * KiB);
+    dprintf(STDOUT_FILENO, "%zu", p ? malloc_usable_size(p) : 0);
+}
+
 static size_t class_usable_100k(void)
 {
-    int fds[2];
-    size_t usable = 0;
-    if (pipe(fds) != 0) return 0;
-    pid_t pid = fork();
-    if (pid == 0) {
-        void *p = malloc(100 * KiB);
-        size_t u = p ? malloc_usable_size(p) : 0;
-        _exit(write(fds[1], &u, sizeof u) == (ssize_t)sizeof u ? 0 : 1);
-    }
-    close(fds[1]);
-    if (read(fds[0], &usable, sizeof usable) != (ssize_t)sizeof usable) usable = 0;
-    close(fds[0]);
-    waitpid(pid, NULL, 0);
-    return usable;
+    char out[32];
+    (void)test_in_child(print_usable_100k, NULL, STDOUT_FILENO, out, sizeof out);
+    return (size_t)strtoull(out, NULL, 10);
 }
 
 /* The heap of the blocks from 40 KiB to 1 MiB reserves its page table at its

@@ -11,7 +11,6 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 

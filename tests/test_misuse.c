@@ -9,7 +9,6 @@
 #include <malloc.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
