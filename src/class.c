@@ -88,6 +88,10 @@ _Static_assert(HAK_COLOR_PAD % HAK_TABLE_STEP == 0, "padded sizes stay multiples
                                             SuperSlab's last page (its guard)
                                             leaves its last slab blocks      */
 #define HAK_SS_TARGET     (2u << 20)     /* SuperSlabs about 2 MiB            */
+/* A slab's block counts are 16 bits (struct hak_slab): the most blocks a
+ * slab holds, 16-byte ones in the largest of the sizes above. */
+_Static_assert((HAK_SLAB_TARGET > HAK_SLAB_MIN_PAGES * HAK_PAGE_MAX ? HAK_SLAB_TARGET : HAK_SLAB_MIN_PAGES * HAK_PAGE_MAX) / 16
+               <= UINT16_MAX, "a slab's blocks fit its 16-bit counts");
 
 static uint64_t gcd64(uint64_t a, uint64_t b) { while (b) { uint64_t t = a % b; a = b; b = t; } return a; }
 
@@ -144,6 +148,7 @@ static void class_geometry(unsigned c) {
   HAK_ASSERT(k->carve_first < k->slab_blocks && k->first_slab < k->ss_slabs);
   /* The invariants of struct hak_class that depend on the OS page. */
   HAK_ASSERT(k->ss_bytes % page == 0 && ss <= 256 && slab >= HAK_SLAB_MIN_PAGES * page);
+  HAK_ASSERT(blocks <= UINT16_MAX);                      /* struct hak_slab's counts */
   HAK_ASSERT(c >= HAK_NTINY || slab % page == 0);
 }
 

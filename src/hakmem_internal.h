@@ -286,11 +286,17 @@ HAK_FAST void hak_link_set(void **b, const void *next) { b[0] = hak_link_code(b,
 HAK_FAST void *hak_link_get(void *const *b) { return hak_link_code(b, b[0]); }
 
 /* ---- slabs --------------------------------------------------------------- */
-/* One slab: a run of blocks of one class, owned by at most one heap.
+/* One slab: a run of blocks of one class, owned by at most one heap. Its
+ * entry is one cache line in its SuperSlab's header (struct hak_slab: what
+ * allocation, frees and the purge's scans read); the fields that only
+ * releases, moves, adoption and carving ahead use live in a side array
+ * (struct hak_slab_cold), which stays untouched, and not resident, until a
+ * slab needs it. Its SuperSlab and its cold entry follow from its index
+ * (hak_slab_ss, hak_slab_cold).
  * Invariants (checked in debug builds: _hak_slab_check by the owner, or
  * under the pool lock; the xowner rules where slabs change hands):
  *   carved <= capacity; used <= carved; nfree == |free|;
- *   populated <= capacity, and ahead => populated >= carved;
+ *   ahead => populated >= carved and populated <= capacity;
  *   touched <= capacity, and FREE and not dirty => touched == 0 (pages
  *   purged, moved out or never used hold no free key: superslab.c);
  *   used + |free| == carved and |xremote| <= used (used counts blocks out
@@ -316,60 +322,58 @@ enum hak_slab_state { HAK_SLAB_FREE = 0, HAK_SLAB_ACTIVE = 1 };
 struct hak_heap;
 struct hak_superslab;
 struct hak_slab {
-  void *free;                        /* local free list (owner or pool lock)  */
+  _Alignas(HAK_CACHELINE) void *free; /* local free list (owner or pool lock)  */
   _Atomic uintptr_t xremote;         /* frees by other threads (MPSC stack):
                                         the head's address in the low 48 bits,
                                         the stack's length in the high 16      */
   _Atomic(struct hak_heap *) xowner; /* owning heap, NULL when ownerless       */
-  _Atomic uint32_t xlisted;          /* 0: ownerless and not on the shared list:
+  struct hak_slab *next;             /* shared partial list / SuperSlab free /
+                                        its owner's ready list                 */
+  struct hak_slab *prev;             /* its owner's ready list (owner)         */
+  uintptr_t start;                   /* first block                            */
+  uint16_t used;                     /* blocks out of the slab                 */
+  uint16_t nfree;                    /* blocks on free                         */
+  uint16_t carved;                   /* blocks carved so far (bump pointer)    */
+  uint16_t capacity;                 /* blocks in the slab (class.c: at most
+                                        UINT16_MAX, as |xremote|'s count)      */
+  _Atomic uint8_t xlisted;           /* 0: ownerless and not on the shared list:
                                         the next remote free must list it      */
-  uint32_t used;                     /* blocks out of the slab                 */
-  uint32_t nfree;                    /* blocks on free                         */
-  uint32_t carved;                   /* blocks carved so far (bump pointer)    */
-  uint32_t capacity;                 /* blocks in the slab                     */
-  uint16_t cls;
   uint8_t  state;                    /* enum hak_slab_state (pool lock)        */
   uint8_t  index;                    /* index in its SuperSlab                 */
+  uint8_t  cls;
+  uint8_t  ready;                    /* on its owner's ready list (owner)       */
+  uint8_t  ahead;                    /* its pages are faulted in ahead of the
+                                        carving (slab.c, default build)        */
   uint8_t  dirty;                    /* FREE, pages maybe resident (pool lock) */
   uint8_t  recycled;                 /* was released since its SuperSlab was mapped */
+};
+_Static_assert(sizeof(struct hak_slab) == HAK_CACHELINE, "a slab's entry is one cache line");
+_Static_assert(HAK_NCLS <= UINT8_MAX, "a slab's class fits its byte");
+
+/* The rest of a slab's state, zero until a slab needs it: a fresh
+ * SuperSlab's side array is never written at its mapping. */
+struct hak_slab_cold {
+  struct hak_slab *next_released;    /* the pool's released stack (pool lock)  */
+  /* The heap whose thread holds (or held) this slab's blocks: the one that
+   * last owned it, or last returned blocks to it while it was ownerless. A
+   * hint, compared and never followed (the heap may be gone): adoption
+   * takes such a slab first (_hak_slab_acquire). */
+  _Atomic(const struct hak_heap *) xaffine;
+  uint32_t populated;                /* ahead: blocks (carve order) whose pages
+                                        were faulted in ahead                  */
+  uint32_t touched;                  /* blocks (carve order) its carvings reached
+                                        since its pages were last clean: the
+                                        ones that may hold the free key (pool
+                                        lock while FREE)                       */
+  uint32_t freed_ms;                 /* when it became FREE (pool lock)        */
   uint8_t  on_released;              /* on its pool's released stack (pool lock) */
   uint8_t  moved_out;                /* FREE and dirty: its first OS pages already
                                         moved to another class (pool lock)     */
   uint8_t  moved_in;                 /* ranges moved into it since its SuperSlab
                                         was mapped (its taker, then the pool
                                         lock; saturating)                      */
-  uint8_t  ahead;                    /* its pages are faulted in ahead of the
-                                        carving (slab.c, default build)        */
-  uint8_t  ready;                    /* on its owner's ready list (owner)       */
-  uint32_t populated;                /* blocks (carve order) whose pages were
-                                        faulted in ahead                       */
-  uint32_t touched;                  /* blocks (carve order) its carvings reached
-                                        since its pages were last clean: the
-                                        ones that may hold the free key (pool
-                                        lock while FREE)                       */
-  uint32_t freed_ms;                 /* when it became FREE (pool lock)        */
-  uintptr_t start;                   /* first block                            */
-  struct hak_slab *next;             /* shared partial list / SuperSlab free /
-                                        its owner's ready list                 */
-  struct hak_slab *prev;             /* its owner's ready list (owner)         */
-  struct hak_slab *next_released;    /* the pool's released stack (pool lock)  */
-  struct hak_superslab *ss;
-  /* The heap whose thread holds (or held) this slab's blocks: the one that
-   * last owned it, or last returned blocks to it while it was ownerless. A
-   * hint, compared and never followed (the heap may be gone): adoption
-   * takes such a slab first (_hak_slab_acquire). */
-  _Atomic(const struct hak_heap *) xaffine;
 };
-
-/* The block s carves first: the class's carve color (class.c) for the first
- * slab a region hands out (its slab color, first_slab), where every class's
- * region starts at the same offset; block 0 for every other slab, which so
- * carves in one run of addresses. */
-static inline uint32_t hak_slab_carve_first(const struct hak_slab *s) {
-  const struct hak_class *k = &_hak_classes[s->cls];
-  uint64_t first = (uint64_t)k->first_slab * k->slab_bytes;   /* its offset in the region */
-  return (s->start & (HAK_REGION_BYTES - 1)) == first ? k->carve_first : 0;
-}
+_Static_assert(sizeof(struct hak_slab_cold) == 32, "four cold entries a cache line");
 
 #define HAK_REMOTE_SHIFT 48             /* class regions lie below 2^48 */
 #define HAK_REMOTE_HEAD(x) ((void **)((x) & ((1ull << HAK_REMOTE_SHIFT) - 1)))
@@ -402,8 +406,26 @@ struct hak_superslab {
   uint8_t  on_hot_list;              /* pool lock                              */
   struct hak_superslab *next_hot;    /* class's list of SuperSlabs with free slabs */
   struct hak_slab *free_list;        /* free slabs, linked by next (pool lock) */
-  struct hak_slab slabs[];
+  struct hak_slab_cold *cold;        /* cold[i]: slab i's cold entry           */
+  struct hak_slab slabs[];           /* from the header's second cache line    */
 };
+_Static_assert(offsetof(struct hak_superslab, slabs) == HAK_CACHELINE, "slab entries start a cache line");
+
+/* The SuperSlab whose header holds s. */
+static inline struct hak_superslab *hak_slab_ss(const struct hak_slab *s) {
+  return (struct hak_superslab *)((uintptr_t)(s - s->index) - offsetof(struct hak_superslab, slabs));
+}
+static inline struct hak_slab_cold *hak_slab_cold(const struct hak_slab *s) { return &hak_slab_ss(s)->cold[s->index]; }
+
+/* The block s carves first: the class's carve color (class.c) for the first
+ * slab a region hands out (its slab color, first_slab), where every class's
+ * region starts at the same offset; block 0 for every other slab, which so
+ * carves in one run of addresses. */
+static inline uint32_t hak_slab_carve_first(const struct hak_slab *s) {
+  const struct hak_class *k = &_hak_classes[s->cls];
+  uint64_t first = (uint64_t)k->first_slab * k->slab_bytes;   /* its offset in the region */
+  return (s->start & (HAK_REGION_BYTES - 1)) == first ? k->carve_first : 0;
+}
 
 /* A class region: one 4 GiB slot, mapped from its base upwards one SuperSlab
  * at a time. When it is full (or the next address is taken) the class opens
@@ -741,6 +763,7 @@ void  *_hak_os_remap(void *p, size_t old_bytes, size_t new_bytes);
 bool   _hak_os_move(void *from, size_t bytes, void *to);  /* mremap to a fixed place */
 int    _hak_os_move_pages(void *from, size_t bytes, void *to);  /* from stays mapped; 1, 0 or -1 */
 void  *_hak_os_meta_alloc(size_t bytes);          /* zeroed, never freed      */
+void  *_hak_os_meta_alloc_cold(size_t bytes);     /* as above, apart from it  */
 uint64_t _hak_os_now_ns(void);
 uint32_t _hak_os_now_ms(void);                    /* coarse, cheap            */
 void   _hak_os_limit_set(size_t bytes, bool hard);  /* 0: no limit              */
@@ -772,7 +795,7 @@ struct hak_superslab *_hak_region_top(const struct hak_region *r); /* pool lock 
 void   _hak_region_unmap_top(struct hak_region *r);          /* pool lock held */
 
 /* ---- superslab.c (pool lock held) --------------------------------------- */
-void   _hak_superslab_mapped(struct hak_superslab *ss);
+void   _hak_superslab_mapped(struct hak_superslab *ss, bool kept);
 struct hak_slab *_hak_superslab_fresh_slab(unsigned cls, bool *resident);
 void   _hak_superslab_release_slab(struct hak_slab *s);
 /* Page moves (no pool lock held; the span heap's recipient holds its own):

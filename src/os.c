@@ -384,9 +384,14 @@ uint64_t _hak_os_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* ---- metadata arena: bump allocation from 1 MiB chunks ------------------ */
+/* ---- metadata arenas: bump allocation from 1 MiB chunks ----------------- */
+/* Two arenas: the metadata that is written when it is made, and the cold
+ * side arrays (struct hak_slab_cold) that stay zero until a slab needs its
+ * entry, so that untouched ones leave whole pages never faulted in rather
+ * than gaps between hot headers. */
 #define HAK_META_CHUNK (1u << 20)
-static char *meta_cur, *meta_end;
+struct meta_arena { char *cur, *end; };
+static struct meta_arena meta_hot, meta_cold;
 
 /* A memory checker neither checks nor scans metadata (track.h). */
 static void *meta_map(size_t bytes) {
@@ -395,21 +400,24 @@ static void *meta_map(size_t bytes) {
   return p;
 }
 
-void *_hak_os_meta_alloc(size_t bytes) {
+static void *meta_alloc(struct meta_arena *a, size_t bytes) {
   bytes = (bytes + HAK_CACHELINE - 1) & ~(size_t)(HAK_CACHELINE - 1);
   if (bytes >= HAK_META_CHUNK / 4) {            /* big: a mapping of its own */
     size_t rounded = (bytes + HAK_PAGE_MIN - 1) & ~(size_t)(HAK_PAGE_MIN - 1);   /* a table: any page */
     return meta_map(rounded);
   }
   hak_lock(&_hak_lock_set.meta);
-  if ((size_t)(meta_end - meta_cur) < bytes) {
+  if ((size_t)(a->end - a->cur) < bytes) {
     char *chunk = meta_map(HAK_META_CHUNK);
     if (!chunk) { hak_unlock(&_hak_lock_set.meta); return NULL; }
-    meta_cur = chunk;
-    meta_end = chunk + HAK_META_CHUNK;
+    a->cur = chunk;
+    a->end = chunk + HAK_META_CHUNK;
   }
-  void *p = meta_cur;
-  meta_cur += bytes;
+  void *p = a->cur;
+  a->cur += bytes;
   hak_unlock(&_hak_lock_set.meta);
   return p;
 }
+
+void *_hak_os_meta_alloc(size_t bytes) { return meta_alloc(&meta_hot, bytes); }
+void *_hak_os_meta_alloc_cold(size_t bytes) { return meta_alloc(&meta_cold, bytes); }

@@ -67,27 +67,29 @@ static bool dir_reserve(struct hak_region *r, uint32_t index) {
   return true;
 }
 
-static struct hak_superslab *ss_header(struct hak_region *r, uint32_t index) {
+static struct hak_superslab *ss_header(struct hak_region *r, uint32_t index, bool *kept) {
   const struct hak_class *k = &_hak_classes[r->cls];
   if (!dir_reserve(r, index)) return NULL;
   struct hak_superslab *ss = *dir_slot(r, index);
+  *kept = ss != NULL;
   if (ss) return ss;                           /* mapped before, header kept */
   ss = _hak_os_meta_alloc(sizeof *ss + k->ss_slabs * sizeof(struct hak_slab));
-  if (!ss) return NULL;
+  struct hak_slab_cold *cold = _hak_os_meta_alloc_cold(k->ss_slabs * sizeof *cold);
+  if (!ss || !cold) return NULL;               /* out of memory: the arena keeps what it gave */
   ss->base = r->base + (uint64_t)index * k->ss_bytes;
   ss->region = r;
   ss->index = index;
   ss->cls = r->cls;
   ss->nslabs = (uint16_t)k->ss_slabs;
+  ss->cold = cold;
   for (unsigned i = 0; i < k->ss_slabs; i++) {
     struct hak_slab *s = &ss->slabs[i];
-    s->cls = r->cls;
+    s->cls = (uint8_t)r->cls;
     s->index = (uint8_t)i;
-    s->ss = ss;
     s->start = ss->base + (uint64_t)i * k->slab_bytes;
-    s->capacity = k->slab_blocks;
+    s->capacity = (uint16_t)k->slab_blocks;
     if (HAK_HARDENED && i == k->ss_slabs - 1)    /* its last OS page is the guard (region_grow) */
-      s->capacity = (uint32_t)((k->slab_bytes - _hak_os_page) / k->size);   /* slabs are 2 pages or more */
+      s->capacity = (uint16_t)((k->slab_bytes - _hak_os_page) / k->size);   /* slabs are 2 pages or more */
   }
   *dir_slot(r, index) = ss;
   return ss;
@@ -106,7 +108,8 @@ static struct hak_superslab *region_grow(struct hak_region *r) {
     if (errno == EEXIST) r->full = true;
     return NULL;
   }
-  struct hak_superslab *ss = ss_header(r, r->ss_mapped);
+  bool kept;
+  struct hak_superslab *ss = ss_header(r, r->ss_mapped, &kept);
   if (!ss) { _hak_os_unmap((void *)at, k->ss_bytes); return NULL; }
   hak_track_mem_noaccess((void *)at, k->ss_bytes);   /* no block handed out yet (track.h) */
   /* Hardened build: the SuperSlab's last OS page is a guard page (no block
@@ -115,7 +118,7 @@ static struct hak_superslab *region_grow(struct hak_region *r) {
    * count limit) leaves the page unused only. */
   if (HAK_HARDENED) (void)_hak_guard_pages((void *)(at + k->ss_bytes - _hak_os_page), _hak_os_page, true);
   r->ss_mapped++;
-  _hak_superslab_mapped(ss);
+  _hak_superslab_mapped(ss, kept);
   map_publish_end(r, k);
   return ss;
 }

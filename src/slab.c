@@ -166,12 +166,15 @@ static void populate_range(const struct hak_slab *s, uint32_t size, uint32_t fro
 static unsigned carve_blocks(struct hak_slab *s, uint32_t size, unsigned m, void **list) {
   uint32_t left = s->capacity - s->carved;
   unsigned n = m < left ? m : left;
-  if (s->ahead && s->carved + n > s->populated) {
-    uint32_t to = s->carved + n, step = HAK_POPULATE_BYTES / size;
-    if (to < s->populated + step) to = s->populated + step;
-    if (to > s->capacity) to = s->capacity;
-    populate_range(s, size, s->populated, to);
-    s->populated = to;
+  if (s->ahead) {
+    struct hak_slab_cold *cold = hak_slab_cold(s);
+    if (s->carved + n > cold->populated) {
+      uint32_t to = s->carved + n, step = HAK_POPULATE_BYTES / size;
+      if (to < cold->populated + step) to = cold->populated + step;
+      if (to > s->capacity) to = s->capacity;
+      populate_range(s, size, cold->populated, to);
+      cold->populated = to;
+    }
   }
   uint32_t k = s->carved + hak_slab_carve_first(s);
   if (k >= s->capacity) k -= s->capacity;
@@ -210,7 +213,7 @@ static bool carved_within(const struct hak_slab *s, uint32_t k, uint32_t t) {
 }
 
 /* Word 1 of every block of s (a free slab) whose word 1 lies in [from, to)
- * and that a carving reached since its pages were last clean (s->touched)
+ * and that a carving reached since its pages were last clean (touched)
  * loses the free key: those pages go to another class (superslab.c), whose
  * blocks lie at other offsets. A key left inside one of those, copied to
  * word 1 of a live block (realloc copies a block's bytes; a program may
@@ -220,14 +223,15 @@ static bool carved_within(const struct hak_slab *s, uint32_t k, uint32_t t) {
  * 768-byte one (test_hakapi_free_key). Blocks never carved are not
  * touched: their pages may not be resident. */
 void _hak_slab_wipe_keys(const struct hak_slab *s, uintptr_t from, uintptr_t to) {
-  if (!s->touched) return;
+  const uint32_t touched = hak_slab_cold(s)->touched;
+  if (!touched) return;
   uint32_t size = _hak_classes[s->cls].size;
   uintptr_t first = s->start + sizeof(void *);        /* word 1 of block 0 */
   uint32_t k = from > first ? (uint32_t)((from - first + size - 1) / size) : 0;
   for (; k < s->capacity; k++) {
     void **b = (void **)(s->start + (uintptr_t)k * size);
     if ((uintptr_t)(b + 2) > to) break;
-    if (carved_within(s, k, s->touched)) b[1] = NULL;
+    if (carved_within(s, k, touched)) b[1] = NULL;
   }
 }
 
@@ -303,7 +307,7 @@ void _hak_slab_detach(struct hak_heap *h, struct hak_slab *s) {
   HAK_ASSERT(atomic_load(&s->xowner) == h);
   _hak_slab_check(s);
   if (h) h->stats.slabs_abandoned++;
-  atomic_store_explicit(&s->xaffine, h, memory_order_relaxed);
+  atomic_store_explicit(&hak_slab_cold(s)->xaffine, h, memory_order_relaxed);
   if (take_if_empty(s)) {
     atomic_store(&s->xowner, NULL);
     struct hak_pool *pool = &_hak_slab_pools[s->cls];
@@ -381,7 +385,7 @@ void _hak_slab_keep(struct hak_heap *h, struct hak_slab *s) {
  * pool, with holder's thread as the one that holds its blocks (NULL: no
  * hint). */
 static void to_pool(struct hak_slab *s, struct hak_heap *holder) {
-  if (holder) atomic_store_explicit(&s->xaffine, holder, memory_order_relaxed);
+  if (holder) atomic_store_explicit(&hak_slab_cold(s)->xaffine, holder, memory_order_relaxed);
   atomic_store(&s->xowner, NULL);
   partial_push(s);
 }
@@ -455,7 +459,7 @@ void _hak_slab_release_ready(struct hak_heap *h, unsigned c) {
 static struct hak_slab **adopt_link(struct hak_pool *pool, const struct hak_heap *h) {
   struct hak_slab **link = &pool->partial;
   for (unsigned k = 0; k < HAK_ADOPT_LOOK && *link; k++, link = &(*link)->next)
-    if (atomic_load_explicit(&(*link)->xaffine, memory_order_relaxed) == h) return link;
+    if (atomic_load_explicit(&hak_slab_cold(*link)->xaffine, memory_order_relaxed) == h) return link;
   return &pool->partial;
 }
 
@@ -486,7 +490,7 @@ struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok
   /* A fresh Tiny slab of a class its thread has already carved a whole
    * slab of faults its pages in ahead of the carving (carve_blocks). */
   s->ahead = !HAK_HARDENED && !resident && h && c < HAK_NTINY && h->stats.carved[c] >= _hak_classes[c].slab_blocks;
-  s->populated = 0;
+  if (s->ahead) hak_slab_cold(s)->populated = 0;
   s->free = NULL;
   s->nfree = 0;
   s->carved = 0;
@@ -541,8 +545,11 @@ void *_hak_slab_return(struct hak_heap *h, unsigned c, void *chain, unsigned n_a
       _hak_slab_check(s);
       if (s->ready) ready_freed(h, s);
     } else {
-      if (h && !owner && atomic_load_explicit(&s->xaffine, memory_order_relaxed) != h)   /* h's thread holds its blocks */
-        atomic_store_explicit(&s->xaffine, h, memory_order_relaxed);
+      if (h && !owner) {                               /* h's thread holds its blocks */
+        struct hak_slab_cold *cold = hak_slab_cold(s);
+        if (atomic_load_explicit(&cold->xaffine, memory_order_relaxed) != h)
+          atomic_store_explicit(&cold->xaffine, h, memory_order_relaxed);
+      }
       remote_push(h, s, head, tail, n);
     }
   }
@@ -585,7 +592,7 @@ static uint32_t chain_check(const struct hak_slab *s, void *const *b, uint32_t m
 void _hak_slab_check(const struct hak_slab *s) {
   if (!HAK_DEBUG) return;
   HAK_ASSERT(s->carved <= s->capacity && s->used <= s->carved);
-  HAK_ASSERT(s->populated <= s->capacity && (!s->ahead || s->populated >= s->carved));
+  HAK_ASSERT(!s->ahead || (hak_slab_cold(s)->populated <= s->capacity && hak_slab_cold(s)->populated >= s->carved));
   HAK_ASSERT(chain_check(s, s->free, s->carved) == s->nfree);
   HAK_ASSERT(s->used + s->nfree == s->carved);
   uintptr_t x = atomic_load_explicit(&s->xremote, memory_order_acquire);

@@ -44,8 +44,9 @@ static void ss_check(const struct hak_superslab *ss) {
   unsigned free = 0;
   for (unsigned i = 0; i < ss->nslabs; i++) {
     const struct hak_slab *s = &ss->slabs[i];
+    const uint32_t touched = ss->cold[i].touched;
     free += s->state == HAK_SLAB_FREE;
-    HAK_ASSERT(s->touched <= s->capacity && (s->state != HAK_SLAB_FREE || s->dirty || !s->touched));
+    HAK_ASSERT(touched <= s->capacity && (s->state != HAK_SLAB_FREE || s->dirty || !touched));
   }
   HAK_ASSERT(ss->free_slabs == free);
   HAK_ASSERT((ss->state == HAK_SS_EMPTY) == (ss->free_slabs == ss->nslabs));
@@ -55,20 +56,25 @@ static void ss_check(const struct hak_superslab *ss) {
 
 /* ss was just mapped (region.c): every slab free and not resident. Its free
  * list runs in address order; a region's first SuperSlab starts it at the
- * class's slab color (class.c), wrapping once. */
-void _hak_superslab_mapped(struct hak_superslab *ss) {
+ * class's slab color (class.c), wrapping once. A header kept from an earlier
+ * mapping has its cold entries cleared (a new one's are zero and stay
+ * untouched); a slab may still sit on the released stack, where the purge
+ * and the takers drop it (on_released and its link stay as they are). */
+void _hak_superslab_mapped(struct hak_superslab *ss, bool kept) {
   ss->free_slabs = ss->nslabs;
   ss->state = HAK_SS_EMPTY;
   ss->free_list = NULL;
   unsigned first = ss->index == 0 ? _hak_classes[ss->cls].first_slab : 0;
   for (unsigned n = ss->nslabs; n-- > 0;) {
     unsigned i = (n + first) % ss->nslabs;
+    if (kept) {
+      ss->cold[i].touched = 0;
+      ss->cold[i].moved_in = 0;
+      ss->cold[i].moved_out = 0;
+    }
     ss->slabs[i].state = HAK_SLAB_FREE;
     ss->slabs[i].dirty = 0;
-    ss->slabs[i].touched = 0;
     ss->slabs[i].recycled = 0;
-    ss->slabs[i].moved_in = 0;
-    ss->slabs[i].moved_out = 0;
     ss->slabs[i].next = ss->free_list;
     ss->free_list = &ss->slabs[i];
   }
@@ -114,12 +120,13 @@ static struct hak_slab *slab_take(struct hak_superslab *ss, struct hak_slab *s, 
 static struct hak_slab *released_pop(struct hak_pool *pool) {
   struct hak_slab *s;
   while ((s = pool->released) != NULL) {
-    pool->released = s->next_released;
-    s->on_released = 0;
+    struct hak_slab_cold *cold = hak_slab_cold(s);
+    pool->released = cold->next_released;
+    cold->on_released = 0;
     if (s->state == HAK_SLAB_FREE && s->dirty) break;
   }
   if (!s) return NULL;
-  struct hak_slab **link = &s->ss->free_list;
+  struct hak_slab **link = &hak_slab_ss(s)->free_list;
   while (*link != s) { HAK_ASSERT(*link != NULL); link = &(*link)->next; }
   *link = s->next;
   return s;
@@ -133,7 +140,7 @@ struct hak_slab *_hak_superslab_fresh_slab(unsigned cls, bool *resident) {
   struct hak_slab *s = released_pop(pool);
   *resident = s != NULL;
   if (s) {                                     /* a DRAINING SuperSlab stays one while it may */
-    struct hak_superslab *from = s->ss;
+    struct hak_superslab *from = hak_slab_ss(s);
     bool draining = (from->free_slabs - 1u) * HAK_SS_DRAIN_DEN >= from->nslabs * (unsigned)HAK_SS_DRAIN_NUM;
     return slab_take(from, s, from->state != HAK_SS_HOT && draining ? HAK_SS_DRAINING : HAK_SS_HOT);
   }
@@ -157,24 +164,25 @@ struct hak_slab *_hak_superslab_fresh_slab(unsigned cls, bool *resident) {
 
 /* An empty slab goes back to its SuperSlab. */
 void _hak_superslab_release_slab(struct hak_slab *s) {
-  struct hak_superslab *ss = s->ss;
+  struct hak_superslab *ss = hak_slab_ss(s);
+  struct hak_slab_cold *cold = &ss->cold[s->index];
   HAK_ASSERT(s->state == HAK_SLAB_ACTIVE && s->used == 0);
   s->state = HAK_SLAB_FREE;
   s->free = NULL;
   s->nfree = 0;
-  if (s->carved > s->touched) s->touched = s->carved;   /* its blocks' keys stay until it is clean */
+  if (s->carved > cold->touched) cold->touched = s->carved;   /* its blocks' keys stay until it is clean */
   s->carved = 0;
   s->dirty = 1;
   s->recycled = 1;
-  s->moved_out = 0;
-  s->freed_ms = _hak_os_now_ms();
+  cold->moved_out = 0;
+  cold->freed_ms = _hak_os_now_ms();
   s->next = ss->free_list;
   ss->free_list = s;
   ss->free_slabs++;
-  if (!s->on_released) {
+  if (!cold->on_released) {
     struct hak_pool *pool = &_hak_slab_pools[s->cls];
-    s->on_released = 1;
-    s->next_released = pool->released;
+    cold->on_released = 1;
+    cold->next_released = pool->released;
     pool->released = s;
   }
   if (ss->free_slabs == ss->nslabs) set_state(ss, HAK_SS_EMPTY);
@@ -203,7 +211,7 @@ void _hak_superslab_release_slab(struct hak_slab *s) {
  * no other slab shares. */
 static void slab_pages(const struct hak_slab *s, uintptr_t *from, uintptr_t *to) {
   uintptr_t end = s->start + _hak_classes[s->cls].slab_bytes;
-  if (HAK_HARDENED && s->index == s->ss->nslabs - 1) end -= _hak_os_page;
+  if (HAK_HARDENED && s->index == hak_slab_ss(s)->nslabs - 1) end -= _hak_os_page;
   *from = hak_page_up(s->start);
   *to = hak_page_down(end);
   if (*to < *from) *to = *from;
@@ -229,14 +237,15 @@ static size_t move_from(unsigned d, uintptr_t at, size_t need, unsigned budget, 
   unsigned looked = 0;
   struct hak_slab *s, **link = &pool->released;
   while (moved < need && *calls < budget && looked++ < 32 && (s = *link) != NULL) {
+    struct hak_slab_cold *cold = hak_slab_cold(s);
     if (s->state != HAK_SLAB_FREE || !s->dirty) {          /* taken or purged since: off the stack */
-      *link = s->next_released;
-      s->on_released = 0;
+      *link = cold->next_released;
+      cold->on_released = 0;
       continue;
     }
     uintptr_t from, to;
     slab_pages(s, &from, &to);
-    from += (uintptr_t)s->moved_out * _hak_os_page;
+    from += (uintptr_t)cold->moved_out * _hak_os_page;
     size_t n = to > from ? to - from : 0;
     if (n > need - moved) n = need - moved;
     if (n) {
@@ -245,12 +254,12 @@ static size_t move_from(unsigned d, uintptr_t at, size_t need, unsigned budget, 
       if (r <= 0) { *failed = r < 0 ? 2 : 1; break; }
       moved += n;
       ++*calls;
-      if (from + n < to) { s->moved_out = (uint8_t)(s->moved_out + n / _hak_os_page); break; }
+      if (from + n < to) { cold->moved_out = (uint8_t)(cold->moved_out + n / _hak_os_page); break; }
     }
     s->dirty = 0;                              /* every page gone: as if purged */
-    s->touched = 0;
-    *link = s->next_released;
-    s->on_released = 0;
+    cold->touched = 0;
+    *link = cold->next_released;
+    cold->on_released = 0;
   }
   if (!*link)                      /* walked to the end: nothing more to give until the next pass */
     atomic_fetch_and_explicit(&donor_classes, ~(1ull << d), memory_order_relaxed);
@@ -310,9 +319,14 @@ bool _hak_superslab_fill(struct hak_slab *s) {
   if (got < to - at && !failed && calls < budget) got += _hak_span_give(at + got, to - at - got, budget, &calls, &failed);
   if (got < to - at && !failed && calls < budget) got += _hak_large_give(at + got, to - at - got, budget, &calls, &failed);
   /* Ranges are counted as the slab will uncount them (its SuperSlab unmapped). */
-  unsigned in = s->moved_in + calls < UINT8_MAX ? s->moved_in + calls : UINT8_MAX;
-  _hak_superslab_moved((long)(in - s->moved_in), got, failed);
-  s->moved_in = (uint8_t)in;
+  long ranges = 0;
+  if (calls) {                                 /* a slab given nothing leaves its cold entry alone */
+    struct hak_slab_cold *cold = hak_slab_cold(s);
+    unsigned in = cold->moved_in + calls < UINT8_MAX ? cold->moved_in + calls : UINT8_MAX;
+    ranges = (long)(in - cold->moved_in);
+    cold->moved_in = (uint8_t)in;
+  }
+  _hak_superslab_moved(ranges, got, failed);
   return failed < 2;
 }
 
@@ -324,7 +338,7 @@ bool _hak_superslab_fill(struct hak_slab *s) {
 
 /* A free slab whose pages may go now: dirty and free for the delay. */
 static bool purge_due(const struct hak_slab *s, const struct hak_purge_policy *pp) {
-  return s->state == HAK_SLAB_FREE && s->dirty && (pp->force || pp->now_ms - s->freed_ms >= pp->delay_ms);
+  return s->state == HAK_SLAB_FREE && s->dirty && (pp->force || pp->now_ms - hak_slab_cold(s)->freed_ms >= pp->delay_ms);
 }
 
 /* Purges ss's free slabs by runs of neighbours (due, or purged before), one
@@ -342,12 +356,14 @@ static size_t purge_superslab(struct hak_superslab *ss, const struct hak_purge_p
       else if (s->state != HAK_SLAB_FREE || s->dirty) break;
     }
     if (!due) continue;
-    uintptr_t from = hak_page_up(ss->slabs[i].start), to = hak_page_down(ss->slabs[j - 1].start + k->slab_bytes);
+    uintptr_t from = hak_page_up(ss->base + (uintptr_t)i * k->slab_bytes);
+    uintptr_t to = hak_page_down(ss->base + (uintptr_t)j * k->slab_bytes);
     if (to > from) _hak_os_purge((void *)from, to - from);
     for (unsigned x = i; x < j; x++) {
-      if (ss->slabs[x].dirty) released += k->slab_bytes;
+      if (!ss->slabs[x].dirty) continue;       /* purged before: its cold entry is clear */
+      released += k->slab_bytes;
       ss->slabs[x].dirty = 0;
-      ss->slabs[x].touched = 0;
+      ss->cold[x].touched = 0;
     }
   }
   return released;
@@ -369,7 +385,7 @@ static size_t shrink(struct hak_region *r) {
     _hak_region_unmap_top(r);
     atomic_fetch_sub(&_hak_stats_gauges.ss_count[HAK_SS_EMPTY], 1);
     long moved = 0;
-    for (unsigned i = 0; i < ss->nslabs; i++) moved += ss->slabs[i].moved_in;
+    for (unsigned i = 0; i < ss->nslabs; i++) moved += ss->cold[i].moved_in;
     _hak_superslab_moved(-moved, 0, 0);
     ss->free_list = NULL;
     ss->free_slabs = 0;
@@ -396,8 +412,9 @@ static void spare_released(struct hak_pool *pool, const struct hak_purge_policy 
   uint32_t spare = pp->force ? 0 : pool->taken;
   pool->taken = 0;
   for (struct hak_slab **at = &pool->released, *s; spare && (s = *at) != NULL; ) {
-    if (s->state == HAK_SLAB_FREE && s->dirty) { s->freed_ms = pp->now_ms; spare--; at = &s->next_released; }
-    else { *at = s->next_released; s->on_released = 0; }
+    struct hak_slab_cold *cold = hak_slab_cold(s);
+    if (s->state == HAK_SLAB_FREE && s->dirty) { cold->freed_ms = pp->now_ms; spare--; at = &cold->next_released; }
+    else { *at = cold->next_released; cold->on_released = 0; }
   }
 }
 
@@ -405,8 +422,8 @@ static void spare_released(struct hak_pool *pool, const struct hak_purge_policy 
  * side; a slab off the stack with on_released set would be pushed never). */
 static void released_check(const struct hak_pool *pool, unsigned c) {
   if (!HAK_DEBUG) return;
-  for (const struct hak_slab *s = pool->released; s; s = s->next_released)
-    HAK_ASSERT(s->on_released == 1 && s->cls == c);
+  for (const struct hak_slab *s = pool->released; s; s = hak_slab_cold(s)->next_released)
+    HAK_ASSERT(hak_slab_cold(s)->on_released == 1 && s->cls == c);
 }
 
 /* One class: empty ownerless slabs back to their SuperSlabs, the released

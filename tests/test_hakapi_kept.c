@@ -91,7 +91,7 @@ static void stand_ins(void)
     _hak_slab_return(&heap_b, c, again, 1);
     CHECK(atomic_load(&s->xowner) == NULL && heap_a.ready[c] == NULL);
     CHECKF(_hak_slab_pools[c].partial == s, "a foreign free into a kept slab did not list it");
-    CHECK(atomic_load(&s->xaffine) == &heap_b);
+    CHECK(atomic_load(&hak_slab_cold(s)->xaffine) == &heap_b);
     CHECK(adopt(&heap_b, c) == s);
     again = take_one(&heap_b, c, s);
     _hak_slab_keep(&heap_b, s);
