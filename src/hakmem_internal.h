@@ -295,7 +295,7 @@ HAK_FAST void *hak_link_get(void *const *b) { return hak_link_code(b, b[0]); }
  * (hak_slab_ss, hak_slab_cold).
  * Invariants (checked in debug builds: _hak_slab_check by the owner, or
  * under the pool lock; the xowner rules where slabs change hands):
- *   carved <= capacity; used <= carved; nfree == |free|;
+ *   carved <= capacity; used <= carved; |free| == carved - used;
  *   ahead => populated >= carved and populated <= capacity;
  *   touched <= capacity, and FREE and not dirty => touched == 0 (pages
  *   purged, moved out or never used hold no free key: superslab.c);
@@ -331,23 +331,31 @@ struct hak_slab {
                                         its owner's ready list                 */
   struct hak_slab *prev;             /* its owner's ready list (owner)         */
   uintptr_t start;                   /* first block                            */
+  /* The owner's word (and xlisted, atomic): no field the pool lock guards. */
   uint16_t used;                     /* blocks out of the slab                 */
-  uint16_t nfree;                    /* blocks on free                         */
   uint16_t carved;                   /* blocks carved so far (bump pointer)    */
-  uint16_t capacity;                 /* blocks in the slab (class.c: at most
-                                        UINT16_MAX, as |xremote|'s count)      */
   _Atomic uint8_t xlisted;           /* 0: ownerless and not on the shared list:
                                         the next remote free must list it      */
-  uint8_t  state;                    /* enum hak_slab_state (pool lock)        */
-  uint8_t  index;                    /* index in its SuperSlab                 */
-  uint8_t  cls;
   uint8_t  ready;                    /* on its owner's ready list (owner)       */
   uint8_t  ahead;                    /* its pages are faulted in ahead of the
                                         carving (slab.c, default build)        */
+  uint8_t  unused_owner;
+  /* The pool lock's word and fields that never change: the purge reads state
+   * and dirty together, and a compiler may load them as one word, so no
+   * field another thread writes without the lock may share it. */
+  uint16_t capacity;                 /* blocks in the slab (class.c: at most
+                                        UINT16_MAX, as |xremote|'s count)      */
+  uint8_t  index;                    /* index in its SuperSlab                 */
+  uint8_t  cls;
+  uint8_t  state;                    /* enum hak_slab_state (pool lock)        */
   uint8_t  dirty;                    /* FREE, pages maybe resident (pool lock) */
   uint8_t  recycled;                 /* was released since its SuperSlab was mapped */
+  uint8_t  unused_locked;
 };
 _Static_assert(sizeof(struct hak_slab) == HAK_CACHELINE, "a slab's entry is one cache line");
+_Static_assert(offsetof(struct hak_slab, used) % 8 == 0 && offsetof(struct hak_slab, capacity) % 8 == 0 &&
+               offsetof(struct hak_slab, unused_owner) + 1 == offsetof(struct hak_slab, capacity),
+               "the owner's fields and the pool lock's lie in two words of their own");
 _Static_assert(HAK_NCLS <= UINT8_MAX, "a slab's class fits its byte");
 
 /* The rest of a slab's state, zero until a slab needs it: a fresh

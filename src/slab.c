@@ -32,7 +32,6 @@ static void collect_remote(struct hak_heap *h, struct hak_slab *s) {
   if (!chain) return;
   uint32_t n = HAK_REMOTE_COUNT(x);
   s->free = chain;
-  s->nfree = n;
   HAK_ASSERT(n <= s->used);
   s->used -= n;                     /* (bytes_in_use dropped at the remote push) */
   if (h) h->stats.remote_collects++;
@@ -253,18 +252,16 @@ unsigned _hak_slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, un
   unsigned n = 0;
   HAK_ASSERT(atomic_load(&s->xowner) == h && heap_holds(h, s->cls, s));
   if (!s->free && atomic_load_explicit(&s->xremote, memory_order_relaxed)) collect_remote(h, s);
-  if (!*list && s->free && s->nfree <= room) {
+  if (!*list && s->free && (unsigned)(s->carved - s->used) <= room) {
     *list = s->free;
-    n = s->nfree;
+    n = s->carved - s->used;          /* the whole local list */
     s->free = NULL;
-    s->nfree = 0;
   }
   while (n < want && s->free) {
     void **b = s->free;
     s->free = hak_link_next(b, s->cls);
     hak_link_set(b, *list);
     *list = b;
-    s->nfree--;
     n++;
   }
   const uint32_t size = _hak_classes[s->cls].size;
@@ -492,7 +489,6 @@ struct hak_slab *_hak_slab_acquire(struct hak_heap *h, unsigned c, bool fresh_ok
   s->ahead = !HAK_HARDENED && !resident && h && c < HAK_NTINY && h->stats.carved[c] >= _hak_classes[c].slab_blocks;
   if (s->ahead) hak_slab_cold(s)->populated = 0;
   s->free = NULL;
-  s->nfree = 0;
   s->carved = 0;
   s->used = 0;
   atomic_store_explicit(&s->xremote, 0, memory_order_relaxed);
@@ -539,7 +535,6 @@ void *_hak_slab_return(struct hak_heap *h, unsigned c, void *chain, unsigned n_a
       HAK_ASSERT(heap_holds(h, c, s) || s->ready);
       hak_link_set(tail, s->free);
       s->free = head;
-      s->nfree += n;
       HAK_ASSERT(n <= s->used);
       s->used -= n;
       _hak_slab_check(s);
@@ -593,8 +588,7 @@ void _hak_slab_check(const struct hak_slab *s) {
   if (!HAK_DEBUG) return;
   HAK_ASSERT(s->carved <= s->capacity && s->used <= s->carved);
   HAK_ASSERT(!s->ahead || (hak_slab_cold(s)->populated <= s->capacity && hak_slab_cold(s)->populated >= s->carved));
-  HAK_ASSERT(chain_check(s, s->free, s->carved) == s->nfree);
-  HAK_ASSERT(s->used + s->nfree == s->carved);
+  HAK_ASSERT(chain_check(s, s->free, s->carved) == (uint32_t)(s->carved - s->used));
   uintptr_t x = atomic_load_explicit(&s->xremote, memory_order_acquire);
   HAK_ASSERT(chain_check(s, (void *const *)HAK_REMOTE_HEAD(x), s->used) == HAK_REMOTE_COUNT(x));
   HAK_ASSERT(HAK_REMOTE_COUNT(x) <= s->used);

@@ -169,7 +169,6 @@ void _hak_superslab_release_slab(struct hak_slab *s) {
   HAK_ASSERT(s->state == HAK_SLAB_ACTIVE && s->used == 0);
   s->state = HAK_SLAB_FREE;
   s->free = NULL;
-  s->nfree = 0;
   if (s->carved > cold->touched) cold->touched = s->carved;   /* its blocks' keys stay until it is clean */
   s->carved = 0;
   s->dirty = 1;

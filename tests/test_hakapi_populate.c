@@ -129,8 +129,8 @@ int main(void) {
       prev = (uintptr_t)one;
       n++;
     }
-    CHECKF(n == second->capacity - 1 && ordered == n,
-           "%u blocks after the first (%u in address order), want %u", n, ordered, second->capacity - 1);
+    const unsigned want = second->capacity - 1u;
+    CHECKF(n == want && ordered == n, "%u blocks after the first (%u in address order), want %u", n, ordered, want);
   }
   TEST_END();
 }
