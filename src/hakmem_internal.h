@@ -295,7 +295,7 @@ HAK_FAST void *hak_link_get(void *const *b) { return hak_link_code(b, b[0]); }
  * (hak_slab_ss, hak_slab_cold).
  * Invariants (checked in debug builds: _hak_slab_check by the owner, or
  * under the pool lock; the xowner rules where slabs change hands):
- *   carved <= capacity; used <= carved; |free| == carved - used;
+ *   carved <= capacity; used <= carved;
  *   ahead => populated >= carved and populated <= capacity;
  *   touched <= capacity, and FREE and not dirty => touched == 0 (pages
  *   purged, moved out or never used hold no free key: superslab.c);

@@ -252,9 +252,10 @@ unsigned _hak_slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, un
   unsigned n = 0;
   HAK_ASSERT(atomic_load(&s->xowner) == h && heap_holds(h, s->cls, s));
   if (!s->free && atomic_load_explicit(&s->xremote, memory_order_relaxed)) collect_remote(h, s);
-  if (!*list && s->free && (unsigned)(s->carved - s->used) <= room) {
+  const unsigned local = s->carved - s->used;   /* blocks on free */
+  if (!*list && s->free && local <= room) {
     *list = s->free;
-    n = s->carved - s->used;          /* the whole local list */
+    n = local;
     s->free = NULL;
   }
   while (n < want && s->free) {
@@ -587,7 +588,10 @@ static uint32_t chain_check(const struct hak_slab *s, void *const *b, uint32_t m
 void _hak_slab_check(const struct hak_slab *s) {
   if (!HAK_DEBUG) return;
   HAK_ASSERT(s->carved <= s->capacity && s->used <= s->carved);
-  HAK_ASSERT(!s->ahead || (hak_slab_cold(s)->populated <= s->capacity && hak_slab_cold(s)->populated >= s->carved));
+  if (s->ahead) {
+    const uint32_t populated = hak_slab_cold(s)->populated;
+    HAK_ASSERT(populated <= s->capacity && populated >= s->carved);
+  }
   HAK_ASSERT(chain_check(s, s->free, s->carved) == (uint32_t)(s->carved - s->used));
   uintptr_t x = atomic_load_explicit(&s->xremote, memory_order_acquire);
   HAK_ASSERT(chain_check(s, (void *const *)HAK_REMOTE_HEAD(x), s->used) == HAK_REMOTE_COUNT(x));
