@@ -8,7 +8,7 @@
 struct hak_class _hak_classes[HAK_NCLS];
 /* Aligned to 4 KiB only: an alignment of 64 KiB put it in a segment of its
  * own, and Valgrind read no symbols of a program linked with hakmem.a. */
-_Alignas(HAK_PAGE_MIN) hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_ENTRIES];
+HAK_ZERO_TABLE _Alignas(HAK_PAGE_MIN) hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_ENTRIES];
 static bool size_table_whole;           /* written whole at start: never released */
 
 /* Block sizes: four classes per doubling (at most 25% apart), plus the L2

@@ -84,6 +84,17 @@
 #define HAK_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define HAK_CACHELINE 64
+/* A zero table bigger than a page, written only where a program uses it (an
+ * external variable without an initializer): in common storage, which the
+ * linker lays out after every other zero variable. Between them, the tables
+ * would put each layer's small state, written at start-up, on a page of its
+ * own: a fault each in every process (docs/experiments.md, "The small state
+ * on few pages"). */
+#if defined(__GNUC__) && defined(__ELF__)
+#define HAK_ZERO_TABLE __attribute__((common))
+#else
+#define HAK_ZERO_TABLE
+#endif
 
 #ifndef HAK_DEBUG
 #define HAK_DEBUG 0

@@ -9,7 +9,7 @@
  * HEAP_SMALL_MAX. None of it lies in a class region: the ownership map has
  * no entry for it, the inline free sends its blocks to the slow free
  * (api.c), and the slow free asks _hak_heap_free, which finds the segment
- * in seg_map (one entry per HEAP_SEG of address space) with two loads.
+ * in the segment map (one entry per HEAP_SEG of address space) with two loads.
  *
  * Threads (mimalloc's rule): the thread that creates a heap owns it; only it
  * allocates from the heap, destroys or deletes it (another thread gets one
@@ -31,7 +31,7 @@
  * A deleted heap's segments with live blocks become orphans: their frees
  * take the heap lock, and a segment is given back when its last block goes.
  * Segments given back stay mapped, up to HEAP_CACHE_SEGS (seg_unmap_locked),
- * their seg_map entries pointing at a header whose xheap is NULL: the guard
+ * their segment-map entries pointing at a header whose xheap is NULL: the guard
  * (_hak_heap_holds) then knows a free there for an invalid pointer. */
 #include "hakmem_internal.h"
 
@@ -41,7 +41,7 @@
 
 #define HEAP_SEG_SHIFT 20
 #define HEAP_SEG       ((size_t)1 << HEAP_SEG_SHIFT)
-#define HEAP_LEAF      (1u << (HAK_REGION_SHIFT - HEAP_SEG_SHIFT))  /* seg_map entries per 4 GiB */
+#define HEAP_LEAF      (1u << (HAK_REGION_SHIFT - HEAP_SEG_SHIFT))  /* segment-map entries per 4 GiB */
 #define HEAP_NCLS      48                   /* 16..128 by 16, then 4 per doubling to 128 KiB */
 #define HEAP_SMALL_MAX (128u * 1024)
 #define HEAP_LARGE     0xffffu              /* seg->cls of a block of its own mapping */
@@ -55,7 +55,7 @@
  * cls's avail or full list (where says which), h's empty list (used == 0:
  * segments kept for any class, nempty of them), or h's large list;
  * xheap == &orphans => on orphan_segs, used > 0; xheap == NULL => neither
- * mapped in seg_map nor on any list (a free header, or being unmapped).
+ * mapped in the segment map nor on any list (a free header, or being unmapped).
  * A Large block: capacity == carved == used == 1, size == bytes. */
 struct heap_seg {
   _Atomic(struct hak_heap_s *) xheap; /* owning heap; &orphans; NULL        */
@@ -92,7 +92,7 @@ struct hak_heap_s {
 };
 
 typedef _Atomic(struct heap_seg *) seg_entry;
-static _Atomic(seg_entry *) seg_map[HAK_REGION_SLOTS];  /* leaves: metadata, never freed */
+HAK_ZERO_TABLE _Atomic(seg_entry *) _hak_heap_seg_map[HAK_REGION_SLOTS];  /* the segment map; leaves: metadata, never freed */
 static struct heap_seg *free_segs, *orphan_segs;
 static struct hak_heap_s *free_heaps, orphans;
 static uintptr_t free_key;           /* word 1 of a free block; never a program's value */
@@ -118,7 +118,7 @@ _Static_assert(HEAP_NCLS == 8 + 4 * 10, "classes up to HEAP_SMALL_MAX = 2^17");
 /* ---- the segment map --------------------------------------------------------- */
 static struct heap_seg *seg_lookup(uintptr_t a) {
   if (a >> HAK_REGION_SHIFT >= HAK_REGION_SLOTS) return NULL;
-  seg_entry *leaf = atomic_load_explicit(&seg_map[a >> HAK_REGION_SHIFT], memory_order_acquire);
+  seg_entry *leaf = atomic_load_explicit(&_hak_heap_seg_map[a >> HAK_REGION_SHIFT], memory_order_acquire);
   if (!leaf) return NULL;
   return atomic_load_explicit(&leaf[(uint32_t)a >> HEAP_SEG_SHIFT], memory_order_acquire);
 }
@@ -126,11 +126,11 @@ static struct heap_seg *seg_lookup(uintptr_t a) {
 /* Points the entries of s's mapping at s (or at NULL). Heap lock held. */
 static bool seg_map_set(const struct heap_seg *s, struct heap_seg *to) {
   for (uintptr_t a = s->base; a < s->base + s->bytes; a += HEAP_SEG) {
-    seg_entry *leaf = atomic_load_explicit(&seg_map[a >> HAK_REGION_SHIFT], memory_order_relaxed);
+    seg_entry *leaf = atomic_load_explicit(&_hak_heap_seg_map[a >> HAK_REGION_SHIFT], memory_order_relaxed);
     if (!leaf) {
       if (!to) continue;
       if (!(leaf = _hak_os_meta_alloc(HEAP_LEAF * sizeof *leaf))) return false;
-      atomic_store_explicit(&seg_map[a >> HAK_REGION_SHIFT], leaf, memory_order_release);
+      atomic_store_explicit(&_hak_heap_seg_map[a >> HAK_REGION_SHIFT], leaf, memory_order_release);
     }
     atomic_store_explicit(&leaf[(uint32_t)a >> HEAP_SEG_SHIFT], to, memory_order_release);
   }
@@ -184,12 +184,12 @@ static void gauge_mapped(int64_t bytes) {
 static struct heap_seg *cached_dirty, *cached_clean;
 static unsigned ncached, ndirty;
 
-/* A header for a mapping of bytes at base, entered in seg_map, owned by h. */
+/* A header for a mapping of bytes at base, entered in the segment map, owned by h. */
 static struct heap_seg *seg_create(struct hak_heap_s *h, size_t bytes, size_t align, bool large) {
   if (bytes == HEAP_SEG && align == HEAP_SEG && !large) {   /* Large blocks are fresh: zero */
     hak_lock(&_hak_lock_set.user_heaps);
     struct heap_seg **from = cached_dirty ? &cached_dirty : &cached_clean, *s = *from;
-    if (s) {                                 /* its seg_map entries were kept */
+    if (s) {                                 /* its segment-map entries were kept */
       *from = s->next;
       ncached--;
       ndirty -= from == &cached_dirty;
@@ -436,7 +436,7 @@ static void *class_alloc(struct hak_heap_s *h, unsigned c) {
 
 /* A block of its own mapping, aligned to align (>= HEAP_SEG): zero. It has
  * at least one page, also for n == 0 (hak_heap_aligned_alloc(h, 2 MiB, 0)):
- * a mapping of 0 bytes would be no mapping at all, with no seg_map entry,
+ * a mapping of 0 bytes would be no mapping at all, with no segment-map entry,
  * and its address would read as not hakmem's (as in large.c). */
 static void *large_alloc(struct hak_heap_s *h, size_t n, size_t align) {
   size_t bytes = n ? hak_page_up(n) : _hak_os_page;

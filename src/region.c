@@ -13,7 +13,7 @@
 
 #include <errno.h>
 
-struct hak_map _hak_region_map;
+HAK_ZERO_TABLE struct hak_map _hak_region_map;
 
 /* A class's first region is its home slot, HAK_HOME_BASE + HAK_FRONT(cls):
  * 16 TiB up on x86-64, far from where Linux puts programs, libraries, heaps

@@ -7,7 +7,7 @@
  * choose the slab are in refill.c. */
 #include "hakmem_internal.h"
 
-struct hak_pool _hak_slab_pools[HAK_NCLS];
+HAK_ZERO_TABLE struct hak_pool _hak_slab_pools[HAK_NCLS];
 #define HAK_CARVE_BYTES   4096u          /* a Tiny refill carves at most this many bytes of fresh blocks */
 
 /* Debug builds: s (class c) is h's current slab or in its warm pool. */

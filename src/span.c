@@ -76,11 +76,7 @@ static struct {
   unsigned unit_shift;      /* its log2                                     */
   uint32_t bucket[SPAN_BUCKETS];
   uint64_t nonempty[(SPAN_BUCKETS + 63) / 64];
-  /* Where the ranges of class slabs' pages moved into runs start (page
-   * moves, superslab.c counts them until their pages are unmapped): at
-   * most HAKMEM_PAGE_MOVES, unordered. */
-  uint32_t moved_at[HAK_PAGE_MOVES_MAX];
-  uint32_t moved_n;
+  uint32_t moved_n;         /* entries of _hak_span_moved_at in use           */
   /* A purge pass left dirty free runs, which may give their pages;
    * cleared by a recipient that finds none (as superslab.c's donor
    * classes), so a fresh slab costs no walk of the runs when none can
@@ -88,7 +84,12 @@ static struct {
   _Atomic bool may_give;
 } span;
 
-uint8_t _hak_span_front[HAK_SPAN_PAGES];
+/* Where the ranges of class slabs' pages moved into runs start (page moves,
+ * superslab.c counts them until their pages are unmapped): at most
+ * HAKMEM_PAGE_MOVES, unordered. Under the span lock. */
+HAK_ZERO_TABLE uint32_t _hak_span_moved_at[HAK_PAGE_MOVES_MAX];
+
+HAK_ZERO_TABLE uint8_t _hak_span_front[HAK_SPAN_PAGES];
 
 /* The entry of _hak_span_front of a run at span page i. */
 static uint8_t *front_of(uint32_t i) { return &_hak_span_front[i]; }
@@ -238,7 +239,7 @@ static void pages_unmap(uint32_t i, uint32_t len) {
   _hak_os_unmap((void *)page_addr(i), (size_t)len << HAK_SPAN_PAGE_SHIFT);
   long ranges = 0;
   for (uint32_t k = 0; k < span.moved_n; )
-    if (span.moved_at[k] - i < len) { span.moved_at[k] = span.moved_at[--span.moved_n]; ranges++; }
+    if (_hak_span_moved_at[k] - i < len) { _hak_span_moved_at[k] = _hak_span_moved_at[--span.moved_n]; ranges++; }
     else k++;
   if (ranges) _hak_superslab_moved(-ranges, 0, 0);
 }
@@ -247,9 +248,9 @@ static void pages_unmap(uint32_t i, uint32_t len) {
  * (it replaced that one); false when the note is full. */
 static bool moved_note(uint32_t i) {
   for (uint32_t k = 0; k < span.moved_n; k++)
-    if (span.moved_at[k] == i) return true;
+    if (_hak_span_moved_at[k] == i) return true;
   if (span.moved_n == HAK_PAGE_MOVES_MAX) return false;
-  span.moved_at[span.moved_n++] = i;
+  _hak_span_moved_at[span.moved_n++] = i;
   return true;
 }
 

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 struct hak_gauges _hak_stats_gauges;
-static struct hak_stats totals;
+HAK_ZERO_TABLE struct hak_stats _hak_stats_totals;   /* the exited threads' counters, under the totals lock */
 
 static const char *const ss_state_names[HAK_SS_NSTATES] = { "hot", "draining", "empty" };
 
@@ -34,7 +34,7 @@ static void stats_add(struct hak_stats *dst, const struct hak_stats *src) {
 
 void _hak_stats_merge_heap(struct hak_heap *h) {
   hak_lock(&_hak_lock_set.totals);
-  stats_add(&totals, &h->stats);
+  stats_add(&_hak_stats_totals, &h->stats);
   hak_unlock(&_hak_lock_set.totals);
   memset(&h->stats, 0, sizeof h->stats);
 }
@@ -45,7 +45,7 @@ static void add_live_heap(struct hak_heap *h, void *arg) { stats_add(arg, &h->st
  * their threads: a report, not an invariant). */
 static void stats_snapshot(struct hak_stats *out) {
   hak_lock(&_hak_lock_set.totals);
-  *out = totals;
+  *out = _hak_stats_totals;
   hak_unlock(&_hak_lock_set.totals);
   _hak_thread_visit_heaps(add_live_heap, out);
 }
