@@ -27,6 +27,7 @@
 #include "hakmem_internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define SPAN_GROW        (2u << 20)          /* bytes mapped at a time            */
@@ -175,7 +176,11 @@ _Static_assert(((uint64_t)SPAN_RUN_PAGES << HAK_SPAN_PAGE_SHIFT) % HAK_PAGE_MAX 
 
 static void span_open(void) {
   if (atomic_load_explicit(&span.opened, memory_order_relaxed)) return;
-  HAK_ASSERT(span_check_room());
+  if (!span_check_room()) {                   /* a build's HAK_COLOR_PAD: blocks would overlap */
+    _hak_guard_write("hakmem: built with a color pad of %u bytes, which leaves a span class's "
+                     "blocks no room for their cache colors\n", HAK_COLOR_PAD);
+    abort();
+  }
   span.unit = (uint32_t)(_hak_os_page >> HAK_SPAN_PAGE_SHIFT);
   span.unit_shift = (unsigned)__builtin_ctz(span.unit);
   span.page = (struct span_page *)(SPAN_BASE + ((uintptr_t)SPAN_RUN_PAGES << HAK_SPAN_PAGE_SHIFT));
