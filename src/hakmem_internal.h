@@ -901,14 +901,6 @@ _Static_assert(HAK_SPAN_PAGE == HAK_PAGE_MIN, "an OS page is a whole number of s
 #define HAK_SPAN_COLORS     8u
 #define HAK_SPAN_STEP_SHIFT 8
 #define HAK_SPAN_COLOR_STEP (1u << HAK_SPAN_STEP_SHIFT)
-/* A span class whose round size is a whole number of span pages takes the
- * pad on top, so its run has one span page more and HAK_SPAN_PAGE -
- * HAK_COLOR_PAD bytes beyond the block's end: room for the last color only
- * with a pad. Without one, a block that starts at a color overlaps the next
- * run (a build with -DHAK_COLOR_PAD=0u corrupted size_shift's blocks);
- * span.c checks every class at its first span block. */
-_Static_assert(HAK_COLOR_PAD > 0 && HAK_SPAN_PAGE - HAK_COLOR_PAD >= (HAK_SPAN_COLORS - 1) * HAK_SPAN_COLOR_STEP,
-               "the color pad leaves span blocks room for their colors");
 extern uint8_t _hak_span_front[HAK_SPAN_PAGES];
 /* Where a block starts in its span page: o is an offset in the slot,
  * o >> HAK_SPAN_PAGE_SHIFT its span page; a block start has

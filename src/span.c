@@ -15,8 +15,8 @@
  * with 64 KiB ones), so each run is mapped, purged and unmapped by itself.
  * A block starts 256 * (span page % 8) bytes into its run's first span page
  * (the cache colors that class regions give blocks by their pad; with OS
- * pages of 32 KiB and more, one color); every span class has that much
- * room left in its last span page (span_check_room).
+ * pages of 32 KiB and more, one color), so a run holds its class's size and
+ * the last color's offset (class_pages).
  *
  * The slot is HAK_SPAN_SLOT, the one after the home slots, so free's
  * inline path sends span blocks on at its first compare, to the slow path
@@ -151,16 +151,6 @@ static void free_run_set(uint32_t i, uint32_t len, bool dirty, uint32_t freed_ms
   bucket_insert(i);
 }
 
-/* Every span class leaves room for the last color in its last span page
- * (a run of whole OS pages leaves at least as much). */
-static bool span_check_room(void) {
-  for (unsigned c = HAK_SPAN_FIRST; c < HAK_NCLS; c++) {
-    uint32_t size = _hak_classes[c].size, run = (size + HAK_SPAN_PAGE - 1) / HAK_SPAN_PAGE * HAK_SPAN_PAGE;
-    if (run - size < (HAK_SPAN_COLORS - 1) * HAK_SPAN_COLOR_STEP) return false;
-  }
-  return true;
-}
-
 /* The page table lies in the slot's last SPAN_TABLE_PAGES span pages,
  * mapped SPAN_TABLE_GROW bytes at a time as the runs grow: mapped whole at
  * the first span block, its 20 MiB counted against an address-space limit.
@@ -176,11 +166,6 @@ _Static_assert(((uint64_t)SPAN_RUN_PAGES << HAK_SPAN_PAGE_SHIFT) % HAK_PAGE_MAX 
 
 static void span_open(void) {
   if (atomic_load_explicit(&span.opened, memory_order_relaxed)) return;
-  if (!span_check_room()) {                   /* a build's HAK_COLOR_PAD: blocks would overlap */
-    _hak_guard_write("hakmem: built with a color pad of %u bytes, which leaves a span class's "
-                     "blocks no room for their cache colors\n", HAK_COLOR_PAD);
-    abort();
-  }
   span.unit = (uint32_t)(_hak_os_page >> HAK_SPAN_PAGE_SHIFT);
   span.unit_shift = (unsigned)__builtin_ctz(span.unit);
   span.page = (struct span_page *)(SPAN_BASE + ((uintptr_t)SPAN_RUN_PAGES << HAK_SPAN_PAGE_SHIFT));
@@ -382,9 +367,11 @@ static void span_check(void) {
   }
 }
 
-/* The span pages of a block of class c: whole OS pages. */
+/* The span pages of a block of class c: whole OS pages that hold the block
+ * at the last color's offset (a block starts up to that far into its run). */
 static uint32_t class_pages(unsigned c) {
-  return (uint32_t)(hak_page_up(_hak_classes[c].size) >> HAK_SPAN_PAGE_SHIFT);
+  size_t run = hak_page_up(_hak_classes[c].size + (HAK_SPAN_COLORS - 1) * HAK_SPAN_COLOR_STEP);
+  return (uint32_t)(run >> HAK_SPAN_PAGE_SHIFT);
 }
 
 static uintptr_t block_at(uint32_t i) {
