@@ -18,10 +18,8 @@ skip_one() { skip=$((skip + 1)); echo "SKIP $1 ($2)"; }
 emulator_gap() {
   case "$1" in
     test_fork|test_fork_locks) echo "qemu-user aborts in a child forked from a threaded process (cpu_exec assertion)" ;;
-    test_large|test_reuse|test_page_moves|test_hakapi_rings|test_hakapi_heap) echo "re-executes /proc/self/exe, which under qemu-user without binfmt_misc is qemu itself" ;;
     test_addrlimit) echo "RLIMIT_AS also limits qemu's own reservations: the children are killed" ;;
     test_churn) echo "VmRSS counts qemu's own memory for the 5,000 threads it emulated" ;;
-    test_misuse|test_heap) echo "qemu-user adds its own line to the expected one-line abort message" ;;
     test_ab_decision.py) echo "host Python statistics only: no aarch64 code in it" ;;
     *.sh|*.py) echo "script tests run the build's programs directly and link with the host cc" ;;
   esac

@@ -263,7 +263,7 @@ static void in_child(const char *mode, const char *env1, const char *env2) {
       envp[n++] = "HAKMEM_PURGE_DELAY_MS=60000";
     envp[n] = NULL;
     char *argv[] = { "test_hakapi_rings", (char *)mode, NULL };
-    execve("/proc/self/exe", argv, envp);
+    test_exec_self(argv, envp);
     _exit(99);
   }
   int status;

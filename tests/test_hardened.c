@@ -86,7 +86,10 @@ static void test_carve_once(void) {
 
 /* Two processes carve a fresh slab in different orders (the child mode
  * "order" prints its first blocks' indices). */
-static void exec_order(void *self) { execl("/proc/self/exe", (const char *)self, "order", (char *)NULL); }
+static void exec_order(void *self) {
+  char *const argv[] = { self, "order", NULL };
+  test_exec_self(argv, NULL);
+}
 
 static void carve_order_of_child(const char *self, char *out, size_t size) {
   int status = test_in_child(exec_order, (void *)self, STDOUT_FILENO, out, size);

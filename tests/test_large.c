@@ -225,7 +225,7 @@ int main(int argc, char **argv) {
   if (pid == 0) {
     char *args[] = { argv[0], "child", NULL };
     setenv("HAKMEM_PURGE_DELAY_MS", "60000", 1);   /* the rest of the environment stays */
-    execv("/proc/self/exe", args);
+    test_exec_self(args, NULL);
     _exit(99);
   }
   int status;
