@@ -9,13 +9,14 @@
 #   HAKMEM_LIMIT_MB=cgroup is accepted and shown as typed; a malformed value
 #   gets one warning.
 set -u
+. "$(dirname "$0")/emulated.sh"
 build=${HAK_TEST_BUILD:?HAK_TEST_BUILD must name the build folder}
 lib=$build/libhakmem.so
 prog=$build/tests/plain_limit
 status=0
 fail() { echo "FAIL: $*"; status=1; }
 
-out=$(HAKMEM_LIMIT_MB=64 HAKMEM_LIMIT=hard LD_PRELOAD=$lib "$prog" 256 2>&1)
+out=$(HAKMEM_LIMIT_MB=64 HAKMEM_LIMIT=hard preloaded "$lib" "$prog" 256 2>&1)
 echo "hard 64 MiB: $out" | tr '\n' ' '; echo
 mib=$(echo "$out" | sed -n 's/^new: bad_alloc after \([0-9]*\) MiB$/\1/p')
 [ -n "$mib" ] && [ "$mib" -ge 32 ] && [ "$mib" -le 64 ] || fail "hard limit: operator new did not throw between 32 and 64 MiB"
@@ -24,15 +25,15 @@ mib=$(echo "$out" | sed -n 's/^malloc: ENOMEM after \([0-9]*\) MiB$/\1/p')
 echo "$out" | grep -qx "again: ok" || fail "hard limit: no 4 MiB block after the frees"
 
 for env in "HAKMEM_LIMIT_MB=64" "HAKMEM_LIMIT_MB=0"; do
-  out=$(env $env LD_PRELOAD=$lib "$prog" 256 2>&1)
+  out=$(export $env; preloaded "$lib" "$prog" 256 2>&1)
   echo "$env: $out" | tr '\n' ' '; echo
   [ "$out" = "$(printf 'new: cap\nmalloc: cap\nagain: ok')" ] || fail "$env: an allocation failed"
 done
 
-out=$(HAKMEM_LIMIT_MB=cgroup HAKMEM_PRINT_OPTIONS=1 LD_PRELOAD=$lib "$prog" 1 2>&1)
+out=$(HAKMEM_LIMIT_MB=cgroup HAKMEM_PRINT_OPTIONS=1 preloaded "$lib" "$prog" 1 2>&1)
 echo "$out" | grep -q "^HAKMEM_LIMIT_MB .* cgroup " || fail "HAKMEM_LIMIT_MB=cgroup is not shown as typed"
 echo "$out" | grep -qx "again: ok" || fail "HAKMEM_LIMIT_MB=cgroup: the program did not run"
-out=$(HAKMEM_LIMIT_MB=lots LD_PRELOAD=$lib "$prog" 1 2>&1)
+out=$(HAKMEM_LIMIT_MB=lots preloaded "$lib" "$prog" 1 2>&1)
 [ "$(echo "$out" | grep -c "HAKMEM_LIMIT_MB=lots is not valid")" = 1 ] || fail "a malformed HAKMEM_LIMIT_MB got no warning"
 [ $status = 0 ] && echo "PASS"
 exit $status
