@@ -31,7 +31,8 @@ static inline size_t test_page(void) {
  * qemu-user (tests/run.sh sets HAK_TEST_EMULATOR, e.g. "qemu-aarch64 -L
  * /usr/aarch64-linux-gnu") the kernel cannot run the test's file itself
  * without binfmt_misc, so the emulator's words come first, then the
- * test's path (qemu answers /proc/self/exe with it). */
+ * test's path (qemu answers /proc/self/exe with it); an LD_PRELOAD goes
+ * to the test only (qemu's -E), not into the host's emulator. */
 #include <limits.h>
 #include <string.h>
 extern char **environ;
@@ -48,6 +49,14 @@ static inline void test_exec_self(char *const argv[], char *const envp[]) {
   int n = 0;
   for (char *w = strtok(words, " "); w && n < 32; w = strtok(NULL, " ")) args[n++] = w;
   if (n == 0) return;
+  static char *env[1024];
+  size_t kept = 0, e = 0;
+  for (; envp[e] && kept < 1023; e++) {
+    if (strncmp(envp[e], "LD_PRELOAD=", 11) != 0) env[kept++] = envp[e];
+    else if (n < 32) { args[n++] = "-E"; args[n++] = envp[e]; }
+  }
+  env[kept] = NULL;
+  if (!envp[e]) envp = env;                    /* else too many to copy: as they are */
   args[n++] = self;
   for (int i = 1; argv[i] && n < 63; i++) args[n++] = argv[i];
   args[n] = NULL;
