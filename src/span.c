@@ -27,7 +27,6 @@
 #include "hakmem_internal.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define SPAN_GROW        (2u << 20)          /* bytes mapped at a time            */
