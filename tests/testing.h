@@ -35,12 +35,11 @@ static inline size_t test_page(void) {
  * to the test only (qemu's -E), not into the host's emulator. */
 #include <limits.h>
 #include <string.h>
-extern char **environ;
 static inline void test_exec_self(char *const argv[], char *const envp[]) {
   const char *emulator = getenv("HAK_TEST_EMULATOR");
   if (!envp) envp = environ;
   if (!emulator || !*emulator) { execve("/proc/self/exe", argv, envp); return; }
-  static char self[PATH_MAX], words[1024], program[PATH_MAX];
+  static char self[PATH_MAX], words[1024];
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0 || strlen(emulator) >= sizeof words) return;
   self[len] = '\0';
@@ -60,18 +59,7 @@ static inline void test_exec_self(char *const argv[], char *const envp[]) {
   args[n++] = self;
   for (int i = 1; argv[i] && n < 63; i++) args[n++] = argv[i];
   args[n] = NULL;
-  const char *path = getenv("PATH");           /* the emulator's own file, by PATH */
-  if (strchr(args[0], '/') || !path) { execve(args[0], args, envp); return; }
-  for (const char *dir = path; *dir; ) {
-    size_t dir_len = strcspn(dir, ":");
-    if (dir_len + 1 + strlen(args[0]) < sizeof program) {
-      memcpy(program, dir, dir_len);
-      program[dir_len] = '/';
-      strcpy(program + dir_len + 1, args[0]);
-      if (access(program, X_OK) == 0) { execve(program, args, envp); return; }
-    }
-    dir += dir_len + (dir[dir_len] == ':');
-  }
+  execvpe(args[0], args, envp);                /* the emulator's own file, by PATH */
 }
 
 /* Runs this test again in a child, as `self mode`, with the settings in env
@@ -131,7 +119,8 @@ static inline int test_in_child(void (*body)(void *), void *arg, int fd, char *o
   char *q = getenv("HAK_TEST_EMULATOR") ? strstr(out, qemu_line) : NULL;
   if (q && (q == out || q[-1] == '\n')) {
     char *end = strchr(q, '\n');
-    memmove(q, end ? end + 1 : q + strlen(q), strlen(end ? end + 1 : q + strlen(q)) + 1);
+    if (end) memmove(q, end + 1, strlen(end + 1) + 1);
+    else *q = '\0';
   }
   return status;
 }
