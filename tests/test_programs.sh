@@ -1,8 +1,9 @@
 #!/bin/sh
 # Real programs under LD_PRELOAD=libhakmem.so: a python3 script, gcc compiling
-# and linking a C file, git (init, add, commit, log, gc, fsck) and a C++ program
-# (plain_cxx) must print the same stdout as without the preload, exit 0, and
-# print no "hakmem:" diagnostic. Also checks that the preload really is active.
+# and linking a C file, git (init, add, commit, log, gc, fsck), two threaded
+# ones (xz compressing and decompressing in 2 threads, sort merging in 2) and
+# a C++ program (plain_cxx) must print the same stdout as without the preload,
+# exit 0, and print no "hakmem:" diagnostic. Also checks that the preload really is active.
 # A program that is not installed is skipped (with a SKIP line).
 set -u
 build=${HAK_TEST_BUILD:?HAK_TEST_BUILD must name the build folder}
@@ -94,6 +95,15 @@ if installed git; then
     done
     g log --format='%H %s' && g log -p | cksum && g gc -q && g fsck --no-progress && g status --short"
 fi
+
+# Threads that allocate and free each other's buffers: xz's workers take
+# blocks (256 KiB, so that 2 MiB of input makes 8) from the main thread and
+# hand back their output; sort (its whole input in one buffer) sorts the two
+# halves in two threads and merges them.
+if installed xz; then
+  compare xz "seq 1 300000 | xz -T2 --block-size=256KiB -6 | xz -d -T2 | cksum"
+fi
+compare sort "seq 1 300000 | awk '{ print (\$1 * 7919) % 100003, \$1 }' | sort -n -k1,1 -k2,2 --parallel=2 -S 64M | cksum"
 
 compare cxx "'$build/tests/plain_cxx'"
 grep -q 'bad_alloc ok' "$tmp/cxx.hak.out" || fail "cxx: huge new did not throw std::bad_alloc under hakmem"
