@@ -22,6 +22,11 @@ bool aligned(const void *p, std::size_t a) { return (reinterpret_cast<std::uintp
 // Keeps the compiler from knowing a size at compile time.
 std::size_t hide(std::size_t v) { asm volatile("" : "+r"(v)); return v; }
 
+// Keeps the compiler from omitting a new-expression (C++14 lets it: clang
+// drops a new/delete pair whose block does not escape, huge ones included,
+// so that a new of 2^60 bytes "succeeded" without calling operator new).
+template <class T> T *escape(T *p) { asm volatile("" : "+r"(p) : : "memory"); return p; }
+
 int check(bool ok, const char *what)
 {
     if (!ok) std::printf("FAILED: %s\n", what);
@@ -32,10 +37,10 @@ int test_aligned_new()
 {
     int bad = 0;
     for (int round = 0; round < 100; round++) {
-        Line *l = new Line;
-        Line *ls = new Line[10];
-        Page *p = new Page;
-        Page *ps = new Page[3];
+        Line *l = escape(new Line);
+        Line *ls = escape(new Line[10]);
+        Page *p = escape(new Page);
+        Page *ps = escape(new Page[3]);
         bad += check(aligned(l, 64) && aligned(ls, 64) && aligned(p, 4096) && aligned(ps, 4096), "alignas new");
         std::memset(ps, round, 3 * sizeof(Page));
         std::memset(ls, round, 10 * sizeof(Line));
@@ -57,11 +62,11 @@ int test_sized_and_nothrow()
         void *p = ::operator new(n);
         std::memset(p, 1, n);
         ::operator delete(p, n);
-        char *q = new (std::nothrow) char[n];
+        char *q = escape(new (std::nothrow) char[n]);
         bad += check(q != nullptr, "nothrow new");
         delete[] q;
     }
-    char *huge = new (std::nothrow) char[hide(std::size_t(1) << 60)];
+    char *huge = escape(new (std::nothrow) char[hide(std::size_t(1) << 60)]);
     bad += check(huge == nullptr, "nothrow new of 2^60 bytes returns nullptr");
     std::printf("nothrow ok\n");
     return bad;
@@ -70,7 +75,7 @@ int test_sized_and_nothrow()
 void test_bad_alloc()
 {
     try {
-        char *p = new char[hide(std::size_t(1) << 60)];
+        char *p = escape(new char[hide(std::size_t(1) << 60)]);
         p[0] = 1;
         std::printf("FAILED: new of 2^60 bytes succeeded\n");
         delete[] p;
