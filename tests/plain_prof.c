@@ -23,7 +23,12 @@ static void *big_blocks[MAX_BLOCKS], *small_blocks[MAX_BLOCKS / 8];
 static size_t big_n, small_n;
 
 /* bytes in blocks: 60% as 64 B blocks, 30% as 4 KiB, 10% as two blocks of
- * bytes / 20; the blocks are written so they are real. */
+ * bytes / 20; the blocks are written so they are real. With
+ * -DPLAIN_PROF_INLINE=1 it is inlined into both sites (as clang does at
+ * -O1): the profile must name it and the site that holds it. */
+#if PLAIN_PROF_INLINE
+__attribute__((always_inline)) inline
+#endif
 static size_t allocate_mix(void **out, size_t bytes) {
   size_t n = 0, large = bytes / 10, page = bytes * 3 / 10, small = bytes - large - page;
   for (size_t got = 0; got < small; got += 64) { out[n] = malloc(64); memset(out[n++], 1, 64); }

@@ -100,6 +100,11 @@ def check_sites(name, path):
           str([(g["stack"][:4], g["live_bytes"]) for g in groups[:6]]))
     if len(big) != 1 or len(small) != 1:
         return
+    if "inlined" in name:               # addr2line -i: the inlined function, then its holder
+        check(f"{name}: the inlined function, then the site that holds it",
+              big[0]["stack"][:2] == ["allocate_mix", "site_big"] and
+              small[0]["stack"][:2] == ["allocate_mix", "site_small"],
+              str([big[0]["stack"][:3], small[0]["stack"][:3]]))
     for key in ("live_bytes", "total_bytes"):
         order = sorted(groups, key=lambda g: -g[key])
         check(f"{name}: {key}: site_big first, site_small second",
@@ -212,6 +217,7 @@ def main():
         if shutil.which("cc"):
             variants = [("preload-O2-frame-pointers", ["-O2", "-fno-omit-frame-pointer"], True),
                         ("preload-O2-no-frame-pointers", ["-O2", "-fomit-frame-pointer"], True),
+                        ("preload-O2-inlined", ["-O2", "-DPLAIN_PROF_INLINE=1"], True),
                         ("linked-shared", ["-O2"], False), ("linked-static", ["-O2"], False)]
             for name, flags, preload in variants:
                 program = compile_program(tmp, name, flags)

@@ -1,7 +1,8 @@
 """`hakmem prof FILE`: read a heap profile written by HAKMEM_PROF=1 (at exit, by
 hak_prof_dump or on HAKMEM_PROF_SIGNAL), symbolize it with the mappings recorded in
-it (addr2line, else nm), print the top allocation sites by live and by total bytes,
-and write folded stacks for flamegraph.pl.
+it (addr2line, each inlined function a frame of its own; else nm), print the top
+allocation sites by live and by total bytes, and write folded stacks for
+flamegraph.pl.
 
 The file (src/prof.c writes it):
     hakmem-prof 1
@@ -119,29 +120,39 @@ class Symbolizer:
                 continue
             by_object.setdefault(path, []).append((addr, vaddr))
         for path, items in by_object.items():
-            for (addr, vaddr), (func, where) in zip(items, self.addr2line(path, [v for _, v in items])):
-                if func in ("??", ""):
+            for (addr, vaddr), chain in zip(items, self.addr2line(path, [v for _, v in items])):
+                if chain[0][0] in ("??", ""):
                     func = self.nm_lookup(path, vaddr) or f"{os.path.basename(path)}+{vaddr:#x}"
-                self.names[addr] = (func, where)
+                    chain = [(func, chain[0][1])]
+                self.names[addr] = chain
 
     def addr2line(self, path, vaddrs):
+        """For each address, its frames innermost first: the functions inlined
+        at it, then the function that holds it (addr2line -i), each as
+        (function, file:line)."""
+        unknown = [[("??", "")] for _ in vaddrs]
         if not shutil.which("addr2line") or not os.path.exists(path):
-            return [("??", "")] * len(vaddrs)
+            return unknown
         text = "\n".join(f"{v:#x}" for v in vaddrs) + "\n"
         try:
-            done = subprocess.run(["addr2line", "-f", "-C", "-e", path], input=text,
+            done = subprocess.run(["addr2line", "-a", "-f", "-i", "-C", "-e", path], input=text,
                                   capture_output=True, text=True, timeout=120)
         except (OSError, subprocess.TimeoutExpired):
-            return [("??", "")] * len(vaddrs)
-        out = done.stdout.splitlines()
-        if len(out) < 2 * len(vaddrs):
-            return [("??", "")] * len(vaddrs)
-        pairs = []
-        for k in range(len(vaddrs)):
-            where = out[2 * k + 1]
-            where = "" if where.startswith("??") else re.sub(r" \(discriminator \d+\)", "", where)
-            pairs.append((out[2 * k], os.path.basename(where)))
-        return pairs
+            return unknown
+        chains, lines = [], done.stdout.splitlines()
+        k = 0
+        while k < len(lines):               # "0x..." then (function, file:line) pairs
+            if not lines[k].startswith("0x"):
+                return unknown
+            k += 1
+            chain = []
+            while k + 1 < len(lines) and not lines[k].startswith("0x"):
+                where = lines[k + 1]
+                where = "" if where.startswith("??") else re.sub(r" \(discriminator \d+\)", "", where)
+                chain.append((lines[k], os.path.basename(where)))
+                k += 2
+            chains.append(chain or [("??", "")])
+        return chains if len(chains) == len(vaddrs) else unknown
 
     def nm_lookup(self, path, vaddr):
         table = self.nm_tables.get(path)
@@ -164,17 +175,19 @@ class Symbolizer:
         i = bisect.bisect_right(table, (vaddr, "\uffff")) - 1
         return table[i][1] if i >= 0 else None
 
-    def name(self, addr):
-        return self.names.get(addr, (hex(addr), ""))
+    def frames(self, addr):
+        """The frames at return address addr, innermost first (more than one
+        where functions were inlined there)."""
+        return self.names.get(addr, [(hex(addr), "")])
 
 
 def program_frames(frames, symbolizer):
     """The frames below the allocator's own: (function, file:line) pairs."""
-    named = [symbolizer.name(a) for a in frames]
-    first = 0
-    while first < len(named) - 1 and ALLOCATOR_FRAME.match(named[first][0]):
+    chains = [symbolizer.frames(a) for a in frames]
+    first = 0                          # an address is the allocator's when its function is
+    while first < len(chains) - 1 and ALLOCATOR_FRAME.match(chains[first][-1][0]):
         first += 1
-    return named[first:]
+    return [f for chain in chains[first:] for f in chain]
 
 
 def aggregate(profile, symbolizer):
