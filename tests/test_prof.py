@@ -205,6 +205,15 @@ def check_tool(tmp):
     done = subprocess.run([sys.executable, str(ROOT / "tools" / "hakmem"), "prof", str(bad)],
                           capture_output=True, text=True, timeout=60)
     check("hakmem prof: a file that is no profile is refused", done.returncode == 2, done.stderr)
+    # A frame in none of the recorded mappings (a walk gone wrong): named by its address.
+    lost = tmp / "lost.heap"
+    lost.write_text("hakmem-prof 1\nsample_bytes 16384\npid 1\n"
+                    "site 65536 4 65536 4 4 4 0x10 0x20\nmaps\n"
+                    "7f0000000000-7f0000001000 r-xp 00000000 00:00 0 /nonexistent\n")
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "hakmem"), "prof", str(lost)],
+                          capture_output=True, text=True, timeout=60)
+    check("hakmem prof: frames outside every mapping are named by their address",
+          done.returncode == 0 and "0x10 < 0x20" in done.stdout, done.stdout[-500:] + done.stderr[-500:])
 
 
 def main():

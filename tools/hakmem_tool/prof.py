@@ -116,7 +116,7 @@ class Symbolizer:
                 continue
             path, vaddr = self.locate(addr - 1)            # the call, not the return point
             if path is None:
-                self.names[addr] = (hex(addr), "")
+                self.names[addr] = [(hex(addr), "")]
                 continue
             by_object.setdefault(path, []).append((addr, vaddr))
         for path, items in by_object.items():
