@@ -8,8 +8,20 @@
 #define HAKMEM_H
 
 #include <stddef.h>
-#include <malloc.h>   /* struct mallinfo2, struct mallinfo */
 #include <stdio.h>    /* FILE */
+#if defined(__GLIBC__)
+#include <malloc.h>   /* struct mallinfo2, struct mallinfo */
+#else
+/* C libraries that do not have glibc's mallinfo structs (musl): glibc's
+ * layouts, which hak_mallinfo2 and hak_mallinfo (and, under the standard
+ * names, mallinfo2 and mallinfo) return. */
+struct mallinfo2 {
+  size_t arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks, keepcost;
+};
+struct mallinfo {
+  int arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks, keepcost;
+};
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -97,6 +109,18 @@ size_t hak_limit(int *hard);
  * mappings to path (NULL: HAKMEM_PROF_FILE); read it with `hakmem prof
  * PATH`. Returns 0, or -1 with errno set (ENOENT: profiling is off). */
 int    hak_prof_dump(const char *path);
+
+#if !defined(__GLIBC__)
+/* glibc's names that hakmem defines under the standard names (LD_PRELOAD or
+ * -lhakmem) and other C libraries (musl) do not declare: a program written
+ * for glibc that calls them finds them here. */
+void  *pvalloc(size_t size);
+int    malloc_trim(size_t pad);
+struct mallinfo2 mallinfo2(void);
+struct mallinfo mallinfo(void);
+void   malloc_stats(void);
+int    malloc_info(int options, FILE *fp);
+#endif
 
 #ifdef __cplusplus
 }

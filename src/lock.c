@@ -9,7 +9,14 @@
 #include "hakmem_internal.h"
 
 #include <errno.h>
+#if __has_include(<linux/futex.h>)
 #include <linux/futex.h>
+#else
+/* The kernel's ABI (C libraries without the kernel's headers, musl's
+ * toolchain on Debian): wait and wake on a word private to the process. */
+#define FUTEX_WAIT_PRIVATE 128
+#define FUTEX_WAKE_PRIVATE 129
+#endif
 #include <sys/syscall.h>
 #include <unistd.h>
 

@@ -22,9 +22,10 @@
  * p = 1 - exp(-s / T), and stands for 1 / p blocks and n / p requested bytes.
  *
  * The profiler never allocates through malloc: its tables come from mmap,
- * the stack walk is glibc's backtrace(), called once at init (its first
- * call loads libgcc_s, which allocates) and never while this thread is
- * inside the profiler (busy). Dumps are written at exit, by hak_prof_dump,
+ * the stack walk (stack_walk) is glibc's backtrace(), called once at init
+ * (its first call loads libgcc_s, which allocates) and never while this
+ * thread is inside the profiler (busy); elsewhere (musl) a walk of the
+ * frame-pointer chain inside the thread's stack. Dumps are written at exit, by hak_prof_dump,
  * and on HAKMEM_PROF_SIGNAL: the handler only sets a flag, and the next
  * slow path of any thread writes the dump (PATH.N, N = 1, 2, ...). */
 #include "hakmem_internal.h"
@@ -32,7 +33,11 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <errno.h>
+#if defined(__GLIBC__)
 #include <execinfo.h>
+#else
+#include <pthread.h>
+#endif
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -211,12 +216,53 @@ static void block_remove(struct prof_block *e) {
 }
 
 /* ---- sampling ------------------------------------------------------------------ */
+/* The return addresses of the calling thread's stack, innermost first, at
+ * most max: glibc's backtrace() (DWARF call frame information: no frame
+ * pointers needed). Where the C library has none (musl), the chain of saved
+ * frame pointers: each frame's word 0 is its caller's frame, word 1 the
+ * return address. It sees the frames of code built with frame pointers
+ * (-fno-omit-frame-pointer; a function without one is left out), and it
+ * reads only inside the thread's stack: each next frame must lie above the
+ * last and below the stack's top, so a frame-pointer register that holds
+ * anything else ends the walk instead of a read. */
+#if defined(__GLIBC__)
+static int stack_walk(void **out, int max) { return backtrace(out, max); }
+#else
+static __thread uintptr_t stack_top;   /* the calling thread's, found once */
+
+static uintptr_t thread_stack_top(void) {
+  if (!stack_top) {
+    pthread_attr_t attr;
+    void *base;
+    size_t size;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) return 0;
+    if (pthread_attr_getstack(&attr, &base, &size) == 0) stack_top = (uintptr_t)base + size;
+    pthread_attr_destroy(&attr);
+  }
+  return stack_top;
+}
+
+static __attribute__((noinline)) int stack_walk(void **out, int max) {
+  const uintptr_t top = thread_stack_top();
+  uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+  int n = 0;
+  while (n < max && fp && fp % sizeof(void *) == 0 && fp + 2 * sizeof(void *) <= top) {
+    const uintptr_t *frame = (const uintptr_t *)fp;
+    if (!frame[1]) break;
+    out[n++] = (void *)frame[1];
+    if (frame[0] <= fp) break;           /* callers' frames lie above */
+    fp = frame[0];
+  }
+  return n;
+}
+#endif
+
 /* The stack of the allocation being sampled, without the profiler's frames
  * (this function and its caller) and, in the shared library, without
  * hakmem's own frames. Returns the depth. */
 static __attribute__((noinline)) unsigned capture(void **out) {
   void *walk[PROF_WALK];
-  int n = backtrace(walk, PROF_WALK);
+  int n = stack_walk(walk, PROF_WALK);
   int first = 2;
   while (first < n && (uintptr_t)walk[first] - own_lo < own_hi - own_lo) first++;
   unsigned depth = 0;
@@ -533,7 +579,7 @@ static int find_own_code(struct dl_phdr_info *info, size_t size, void *arg) {
   return 0;
 }
 
-/* After hakmem's init (malloc works): the first backtrace() loads libgcc_s
+/* After hakmem's init (malloc works): glibc's first backtrace() loads libgcc_s
  * (it allocates), the tables are reserved, the signal handler installed;
  * then sampling starts. */
 __attribute__((constructor)) static void prof_init(void) {
@@ -541,7 +587,7 @@ __attribute__((constructor)) static void prof_init(void) {
   long mode = _hak_options_get(HAK_OPT_PROF);
   if (!mode) return;
   void *warm[4];
-  (void)backtrace(warm, 4);
+  (void)stack_walk(warm, 4);
   interval = (double)_hak_options_get(HAK_OPT_PROF_SAMPLE);
   sites = _hak_os_map_table(PROF_SITES_MAX * sizeof *sites);
   if (!sites) { _hak_guard_write("hakmem: no memory for the heap profiler; profiling off\n"); return; }
