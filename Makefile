@@ -15,6 +15,7 @@
 #   make deb             Debian package build-deb/hakmem_VERSION_ARCH.deb (dpkg-deb; DEB_DIR=...)
 #   make test-aarch64    cross-build into build-aarch64/ and run the tests under qemu-user
 #   make test-clang      the library and the tests built with clang (build-clang/), then the tests
+#   make test-musl       the library and its C tests built for musl (musl-gcc, build-musl/), then the tests
 #   make fuzz            the differential fuzzer, FUZZ_SECONDS=60 (random seeds; libFuzzer too with clang)
 
 CC       ?= cc
@@ -49,6 +50,11 @@ OPT      := -O2
 ifeq ($(DEBUG),1)
   OPT    := -O1 -DHAK_DEBUG=1
 endif
+# Another C library than glibc (musl) has no backtrace(): the heap profiler
+# walks frame pointers there (src/prof.c), so the library keeps them (the
+# inline fast paths set up no frame either way: 47 instructions a pair).
+LIBC_GLIBC := $(shell echo __GLIBC__ | $(CC) -include limits.h -E -P -x c - 2>/dev/null | tail -n 1)
+LIBC_FLAGS := $(if $(filter __GLIBC__,$(LIBC_GLIBC)),-fno-omit-frame-pointer)
 SANFLAGS :=
 ifneq ($(SAN),)
   SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer
@@ -66,7 +72,7 @@ TRACK    := $(if $(filter address,$(SAN)),2,$(if $(filter 1,$(VALGRIND)),1,0))
 SANFLAGS_LIB := $(if $(filter address,$(SAN)),,$(SANFLAGS))
 
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-CFLAGS_LIB := -std=c11 -D_GNU_SOURCE $(OPT) -g -fPIC $(WARN) -fvisibility=hidden \
+CFLAGS_LIB := -std=c11 -D_GNU_SOURCE $(OPT) $(LIBC_FLAGS) -g -fPIC $(WARN) -fvisibility=hidden \
   -ftls-model=initial-exec -fno-semantic-interposition -fno-strict-aliasing \
   -fno-stack-protector -fno-plt -fexceptions -fno-tree-slp-vectorize -Iinclude -Isrc $(SANFLAGS_LIB) \
   -DPOOL_L2_RING_CAP=$(L2_RING) -DPOOL_L25_RING_CAP=$(L25_RING) \
@@ -83,7 +89,7 @@ LIB_OBJS := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 SO_OBJS  := $(LIB_SRCS:src/%.c=$(BUILD)/obj-so/%.o)
 LIB_HDRS := include/hakmem.h $(wildcard src/*.h)
 
-.PHONY: all lib test test-sanitizers test-aarch64 test-clang bench install deb clean tests benches fuzz
+.PHONY: all lib test test-sanitizers test-aarch64 test-clang test-musl bench install deb clean tests benches fuzz
 all: lib
 lib: $(BUILD)/libhakmem.so $(BUILD)/libhakmem.a
 
@@ -130,7 +136,7 @@ $(BUILD)/tests/test_%: tests/test_%.c $(BUILD)/libhakmem.so $(wildcard tests/*.h
 # plain_* programs never link hakmem: script tests run them with and without LD_PRELOAD.
 $(BUILD)/tests/plain_%: tests/plain_%.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -D_GNU_SOURCE -O1 -g -Wall -Wextra -Iinclude $< -o $@ -lpthread -ldl
+	$(CC) -std=gnu11 -D_GNU_SOURCE -O1 $(LIBC_FLAGS) -g -Wall -Wextra -Iinclude $< -o $@ -lpthread -ldl
 # The fuzzer's engine is a header shared by test_fuzz, plain_fuzz and the libFuzzer target.
 $(BUILD)/tests/plain_fuzz: tests/fuzz_engine.h
 # shim_* libraries are preloaded in front of hakmem by script tests.
@@ -179,6 +185,19 @@ CLANG_CXX ?= clang++
 test-clang:
 	@$(MAKE) --no-print-directory CC=$(CLANG_CC) CXX=$(CLANG_CXX) BUILD=build-clang tests
 	@sh tests/run.sh build-clang
+
+# musl (Debian: musl-tools; Alpine's C library): the library, the C tests
+# (they link it: malloc and the rest replaced in a musl process), the
+# fuzzer's plain program (test_fuzz_preload.sh: LD_PRELOAD in a musl
+# process, and musl's own malloc against the fuzzer's model) and the
+# profiler's (test_prof.py, frame pointers). musl-gcc builds no C++, and
+# the other script tests run the host's glibc programs: tests/run.sh names
+# them and skips them.
+MUSL_CC ?= musl-gcc
+test-musl:
+	@$(MAKE) --no-print-directory CC=$(MUSL_CC) BUILD=build-musl lib \
+	  $(patsubst tests/%.c,build-musl/tests/%,$(TEST_SRCS)) build-musl/tests/plain_fuzz build-musl/tests/plain_prof
+	@HAK_TEST_LIBC=musl sh tests/run.sh build-musl
 
 # ---- fuzzing ------------------------------------------------------------------
 # make fuzz: the differential fuzzer (tests/fuzz_engine.h) for FUZZ_SECONDS with

@@ -62,7 +62,8 @@ struct fz_api {
   size_t (*usable_fn)(void *);
   void (*free_sized_fn)(void *, size_t);                    /* NULL: absent */
   void (*free_aligned_sized_fn)(void *, size_t, size_t);    /* NULL: absent */
-  int usable_bound;   /* check the 25% rule (64 B .. 1 MiB) */
+  int usable_bound;   /* check hakmem's usable sizes: the 25% rule (64 B .. 1 MiB),
+                         and at least 1 byte for a request of 0 */
   /* First-class heaps (NULL: absent), the handle as void *. */
   void *(*heap_new_fn)(void);
   void *(*heap_malloc_fn)(void *, size_t);
@@ -363,7 +364,7 @@ static void fz_admit(struct fz_run *run, struct fz_slot *s, void *p, size_t n, s
     fz_fail(run, "%s(%zu) returned %p, not aligned to %zu", fz_kind_name[kind], n, p, align);
   size_t u = api->usable_fn(p);
   if (run->trace) fprintf(stderr, "%s(%zu, align %zu) = %p usable %zu\n", fz_kind_name[kind], n, align, p, u);
-  if (u < need || u == 0)
+  if (u < need || (u == 0 && api->usable_bound))   /* musl's usable size of malloc(0) is 0 */
     fz_fail(run, "%s(%zu, alignment %zu) = %p: usable size %zu < %zu", fz_kind_name[kind], n, align, p, u,
             need ? need : 1);
   /* With pages above 4 KiB, a block of its own mapping (a first-class

@@ -9,13 +9,22 @@
 
 static size_t usable(void *p) { return malloc_usable_size(p); }
 
+/* pvalloc where the C library has none (musl) and nothing preloaded gives
+ * one: valloc of the size rounded up to whole pages, as pvalloc is. */
+static void *pvalloc_by_valloc(size_t n) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  return valloc(n ? (n + page - 1) / page * page : page);
+}
+
 int main(int argc, char **argv) {
   static struct fz_api api = {
     .malloc_fn = malloc, .free_fn = free, .calloc_fn = calloc, .realloc_fn = realloc,
     .reallocarray_fn = reallocarray, .posix_memalign_fn = posix_memalign,
     .aligned_alloc_fn = aligned_alloc, .memalign_fn = memalign, .valloc_fn = valloc,
-    .pvalloc_fn = pvalloc, .usable_fn = usable,
+    .usable_fn = usable,
   };
+  api.pvalloc_fn = (void *(*)(size_t))dlsym(RTLD_DEFAULT, "pvalloc");   /* glibc's, or the preload's */
+  if (!api.pvalloc_fn) api.pvalloc_fn = pvalloc_by_valloc;
   int hakmem = dlsym(RTLD_DEFAULT, "hak_malloc") != NULL;
   const char *bound = getenv("FUZZ_USABLE_BOUND");
   api.name = hakmem ? "hakmem LD_PRELOAD" : "preloaded or C library allocator";

@@ -4,7 +4,8 @@
 # given the build folder in $HAK_TEST_BUILD. Ends with "N passed, N failed".
 # HAK_TEST_EMULATOR (e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu", set by
 # make test-aarch64) runs each C test under it; what qemu-user cannot run is
-# named and skipped below with the reason.
+# named and skipped below with the reason. HAK_TEST_LIBC=musl (make
+# test-musl) names and skips what a musl build cannot run.
 build=${1:-build}
 pattern=${2:-test_}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,6 +25,17 @@ emulator_gap() {
     test_foreign.sh) echo "qemu-user 7.2's /proc/self/maps does not name the C library's brk heap [heap], by which hakmem knows its blocks" ;;
     test_pagesize.sh|test_clock_wrap.sh|test_invalid_ignore.sh|test_limit.sh) ;;   # run under it (tests/emulated.sh)
     *.sh|*.py) echo "script tests run the build's programs directly and link with the host cc" ;;
+  esac
+}
+# Why a test cannot run in a build for another C library than glibc
+# (HAK_TEST_LIBC=musl, set by make test-musl; empty: it runs).
+libc=${HAK_TEST_LIBC:-}
+libc_gap() {
+  case "$1" in
+    test_fuzz_preload.sh) ;;   # plain_fuzz, built for musl: under LD_PRELOAD and under musl's malloc
+    test_prof.py) ;;           # plain_prof and its variants built with musl-gcc and frame pointers
+    test_foreign.sh) echo "hakmem knows the C library's own blocks by glibc's brk heap and __libc_free only" ;;
+    *.sh|*.py) echo "script tests run the host's glibc programs and tools with the library, or C++ (musl-gcc builds none)" ;;
   esac
 }
 # Why a test cannot run in the ASan build (empty: it runs).
@@ -77,6 +89,7 @@ case "$build" in *tsan*) ;; *)
     case "$build:$name" in *asan*:test_asan*) ;; *asan*:*) continue ;; esac
     case "$build:$name" in *hardened*:*) ;; *:test_hardened*) skip_one "$name" "the hardened build's test (make HARDENED=1)"; continue ;; esac
     if [ -n "$emulator" ]; then why=$(emulator_gap "$name"); [ -z "$why" ] || { skip_one "$name" "$why"; continue; }; fi
+    if [ -n "$libc" ]; then why=$(libc_gap "$name"); [ -z "$why" ] || { skip_one "$name" "$why"; continue; }; fi
     case "$t" in *.sh) run_one "$name" sh "$t" ;; *.py) run_one "$name" python3 "$t" ;; esac
   done ;;
 esac

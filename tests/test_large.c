@@ -9,6 +9,7 @@
  * counts run in a child with a purge delay of a minute, so a slow machine
  * cannot expire the cache in between. */
 #include "testing.h"
+#include "hakmem.h"   /* pvalloc and malloc_trim where the C library has none (musl) */
 
 #include <malloc.h>
 #include <stdint.h>

@@ -12,7 +12,9 @@ hak_prof_dump(path) writes path, and fails with profiling off; 5. profiling off 
 no file; 6. blocks allocated and freed again and again (through the thread's cache) are
 counted in the total bytes, not in the live ones; 7. `hakmem prof FILE --folded OUT` prints both sites in order and writes folded
 stacks. Run by tests/run.sh with HAK_TEST_BUILD=/abs/path/to/build. Ends with
-"N passed, N failed"; exits non-zero when a check failed."""
+"N passed, N failed"; exits non-zero when a check failed. With HAK_TEST_LIBC=musl (make
+test-musl) the programs are built with musl-gcc and frame pointers, which the profiler
+walks where the C library has no backtrace()."""
 
 import os
 import re
@@ -50,6 +52,8 @@ def true_bytes(total):
 
 BIG, SMALL = true_bytes(100 * MIB), true_bytes(10 * MIB)
 SANITIZER = ["-fsanitize=undefined"] if "ubsan" in BUILD.name else []
+MUSL = os.environ.get("HAK_TEST_LIBC") == "musl"
+CC = "musl-gcc" if MUSL else "cc"
 
 
 def run(program, args, cwd, preload=True, **env_extra):
@@ -63,7 +67,7 @@ def run(program, args, cwd, preload=True, **env_extra):
 
 def compile_program(tmp, name, flags):
     out = tmp / name
-    cmd = ["cc", "-std=gnu11", "-D_GNU_SOURCE", "-g", f"-I{ROOT / 'include'}", *flags, *SANITIZER,
+    cmd = [CC, "-std=gnu11", "-D_GNU_SOURCE", "-g", f"-I{ROOT / 'include'}", *flags, *SANITIZER,
            str(SOURCE), "-o", str(out)]
     if "shared" in name:
         cmd += [f"-L{BUILD}", f"-Wl,-rpath,{BUILD}", "-lhakmem"]
@@ -223,11 +227,14 @@ def main():
         check("plain_prof built", plain.is_file())
         if plain.is_file():
             check_profile_at_exit("preload-O1", plain, tmp, True)
-        if shutil.which("cc"):
+        if shutil.which(CC):
             variants = [("preload-O2-frame-pointers", ["-O2", "-fno-omit-frame-pointer"], True),
                         ("preload-O2-no-frame-pointers", ["-O2", "-fomit-frame-pointer"], True),
                         ("preload-O2-inlined", ["-O2", "-DPLAIN_PROF_INLINE=1"], True),
                         ("linked-shared", ["-O2"], False), ("linked-static", ["-O2"], False)]
+            if MUSL:                    # the frame-pointer walk sees frame pointers only
+                variants = [(name, flags + ["-fno-omit-frame-pointer"], preload)
+                            for name, flags, preload in variants if "no-frame-pointers" not in name]
             for name, flags, preload in variants:
                 program = compile_program(tmp, name, flags)
                 if program:

@@ -4,6 +4,7 @@
  * cache is never handed out twice (the valloc(0) then malloc(2 MiB) repro:
  * both returned the cached range's address while both were live). */
 #include "testing.h"
+#include "hakmem.h"   /* pvalloc and malloc_trim where the C library has none (musl) */
 
 #include <errno.h>
 #include <malloc.h>
