@@ -15,7 +15,7 @@
 #   make deb             Debian package build-deb/hakmem_VERSION_ARCH.deb (dpkg-deb; DEB_DIR=...)
 #   make test-aarch64    cross-build into build-aarch64/ and run the tests under qemu-user
 #   make test-clang      the library and the tests built with clang (build-clang/), then the tests
-#   make test-musl       the library and its C tests built for musl (musl-gcc, build-musl/), then the tests
+#   make test-musl       the library and its C tests built for musl (musl-gcc; release, debug, hardened)
 #   make fuzz            the differential fuzzer, FUZZ_SECONDS=60 (random seeds; libFuzzer too with clang)
 
 CC       ?= cc
@@ -194,10 +194,12 @@ test-clang:
 # the other script tests run the host's glibc programs: tests/run.sh names
 # them and skips them.
 MUSL_CC ?= musl-gcc
+MUSL_BUILDS := build-musl:DEBUG=0 build-musl-debug:DEBUG=1 build-musl-hardened:HARDENED=1
 test-musl:
-	@$(MAKE) --no-print-directory CC=$(MUSL_CC) BUILD=build-musl lib \
-	  $(patsubst tests/%.c,build-musl/tests/%,$(TEST_SRCS)) build-musl/tests/plain_fuzz build-musl/tests/plain_prof
-	@HAK_TEST_LIBC=musl sh tests/run.sh build-musl
+	@for b in $(MUSL_BUILDS); do dir=$${b%%:*}; \
+	  $(MAKE) --no-print-directory CC=$(MUSL_CC) BUILD=$$dir $${b#*:} lib \
+	    $(patsubst tests/%.c,$$dir/tests/%,$(TEST_SRCS)) $$dir/tests/plain_fuzz $$dir/tests/plain_prof && \
+	  HAK_TEST_LIBC=musl sh tests/run.sh $$dir || exit 1; done
 
 # ---- fuzzing ------------------------------------------------------------------
 # make fuzz: the differential fuzzer (tests/fuzz_engine.h) for FUZZ_SECONDS with
