@@ -35,7 +35,8 @@
  *   stats.c     counters (per thread, merged at exit) and gauges; reports
  *   guard.c     bad pointers: diagnostics, foreign (C library) pointers
  *   prof.c      the sampling heap profiler (HAKMEM_PROF): charging on slow
- *               paths, sampled blocks, dumps, the leak report
+ *               paths, sampled blocks, dumps, the leak report; its stack
+ *               walk (glibc's backtrace, else the frame-pointer chain)
  *   api.c       the hak_ API and the slow paths of malloc and free
  *   override.c  the standard names (malloc, free, operator new, ...)
  *   prim.h      the fast path's accesses that depend on the architecture and

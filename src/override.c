@@ -9,10 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* C23 names the C library of this machine may not declare yet. */
+/* C23 names the C library of this machine may not declare yet (glibc's
+ * names that musl does not declare, pvalloc and the rest, come from
+ * hakmem.h). */
 void free_sized(void *p, size_t n);
 void free_aligned_sized(void *p, size_t align, size_t n);
-/* glibc's names other C libraries (musl) do not declare: hakmem.h does. */
 
 HAK_API void *malloc(size_t n) { return hak_malloc_inline(n); }
 HAK_API void free(void *p) { hak_free_inline(p); }

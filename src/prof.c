@@ -25,9 +25,10 @@
  * the stack walk (stack_walk) is glibc's backtrace(), called once at init
  * (its first call loads libgcc_s, which allocates) and never while this
  * thread is inside the profiler (busy); elsewhere (musl) a walk of the
- * frame-pointer chain inside the thread's stack. Dumps are written at exit, by hak_prof_dump,
- * and on HAKMEM_PROF_SIGNAL: the handler only sets a flag, and the next
- * slow path of any thread writes the dump (PATH.N, N = 1, 2, ...). */
+ * frame-pointer chain inside the thread's stack. Dumps are written at exit,
+ * by hak_prof_dump, and on HAKMEM_PROF_SIGNAL: the handler only sets a
+ * flag, and the next slow path of any thread writes the dump (PATH.N,
+ * N = 1, 2, ...). */
 #include "hakmem_internal.h"
 
 #include <dlfcn.h>
