@@ -184,7 +184,7 @@ CLANG_CC  ?= clang
 CLANG_CXX ?= clang++
 test-clang:
 	@$(MAKE) --no-print-directory CC=$(CLANG_CC) CXX=$(CLANG_CXX) BUILD=build-clang tests
-	@sh tests/run.sh build-clang
+	@HAK_TEST_CC=$(CLANG_CC) sh tests/run.sh build-clang
 
 # musl (Debian: musl-tools; Alpine's C library): the library, the C tests
 # (they link it: malloc and the rest replaced in a musl process), the
@@ -199,7 +199,7 @@ test-musl:
 	@for b in $(MUSL_BUILDS); do dir=$${b%%:*}; \
 	  $(MAKE) --no-print-directory CC=$(MUSL_CC) BUILD=$$dir $${b#*:} lib \
 	    $(patsubst tests/%.c,$$dir/tests/%,$(TEST_SRCS)) $$dir/tests/plain_fuzz $$dir/tests/plain_prof && \
-	  HAK_TEST_LIBC=musl sh tests/run.sh $$dir || exit 1; done
+	  HAK_TEST_LIBC=musl HAK_TEST_CC=$(MUSL_CC) sh tests/run.sh $$dir || exit 1; done
 
 # ---- fuzzing ------------------------------------------------------------------
 # make fuzz: the differential fuzzer (tests/fuzz_engine.h) for FUZZ_SECONDS with

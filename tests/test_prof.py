@@ -12,8 +12,9 @@ hak_prof_dump(path) writes path, and fails with profiling off; 5. profiling off 
 no file; 6. blocks allocated and freed again and again (through the thread's cache) are
 counted in the total bytes, not in the live ones; 7. `hakmem prof FILE --folded OUT` prints both sites in order and writes folded
 stacks. Run by tests/run.sh with HAK_TEST_BUILD=/abs/path/to/build. Ends with
-"N passed, N failed"; exits non-zero when a check failed. With HAK_TEST_LIBC=musl (make
-test-musl) the programs are built with musl-gcc and frame pointers, which the profiler
+"N passed, N failed"; exits non-zero when a check failed. The variants are built with
+HAK_TEST_CC (default cc; make test-clang and test-musl set their compiler). With
+HAK_TEST_LIBC=musl (make test-musl) they all have frame pointers, which the profiler
 walks where the C library has no backtrace()."""
 
 import os
@@ -53,7 +54,7 @@ def true_bytes(total):
 BIG, SMALL = true_bytes(100 * MIB), true_bytes(10 * MIB)
 SANITIZER = ["-fsanitize=undefined"] if "ubsan" in BUILD.name else []
 MUSL = os.environ.get("HAK_TEST_LIBC") == "musl"
-CC = "musl-gcc" if MUSL else "cc"
+CC = os.environ.get("HAK_TEST_CC") or "cc"   # the build's compiler (make test-clang, test-musl)
 
 
 def run(program, args, cwd, preload=True, **env_extra):
