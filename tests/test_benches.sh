@@ -41,11 +41,13 @@ for preload in "" "$lib"; do
   check "$preload" "bench=oversubscribed threads=2 ops=4000 spinners=2" bench_oversubscribed 2 2 2000
   check "$preload" "bench=size_shift threads=1 cycles=1 live_mib=4" bench_size_shift 1 4
   check "$preload" "bench=random_mixed ops=20000" bench_random_mixed 20000 100
+  check "$preload" "bench=stress threads=3 scale=10 iter=4 spinners=1" bench_stress 3 10 4 1
 done
 
 for bad in "bench_large_churn 1 0" "bench_large_churn 5 4 100" "bench_ring 1 10" \
            "bench_false_sharing share 2 10" "bench_batch 2 10 100 1 10 101" \
-           "bench_oversubscribed 0 1 10" "bench_size_shift 1 0"; do
+           "bench_oversubscribed 0 1 10" "bench_size_shift 1 0" "bench_stress 0 10 1" \
+           "bench_stress 2 10 0" "bench_stress 2 10 1 65"; do
   # shellcheck disable=SC2086
   "$bin"/$bad >/dev/null 2>&1; rc=$?
   [ $rc = 2 ] || fail "$bad: exit $rc, want 2 (bad arguments)"

@@ -72,6 +72,11 @@ SUITE = [
               "100 threads alive at once, each allocating and freeing 20 rounds, then replaced"),
     Benchmark("threads_1000", "bench_threads", ["1000", "20", "2000"], ["1000", "2", "1000"],
               "1,000 threads alive at once, each allocating and freeing 20 rounds, then replaced"),
+    Benchmark("stress_2t", "bench_stress", ["2", "400", "10"], ["2", "40", "10"],
+              "mimalloc's stress test's shape: rounds of threads, calloc'd blocks checked at free, "
+              "some passed between threads through shared slots, a few up to 5 MiB"),
+    Benchmark("stress_8t_busy", "bench_stress", ["8", "50", "25", "2"], ["8", "5", "25", "2"],
+              "the same with 8 threads a round beside 2 spinning threads (a busy machine)"),
 ]
 
 
