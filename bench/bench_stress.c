@@ -112,10 +112,17 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* One spinner's counter, on a cache line of its own. */
+typedef struct {
+    _Alignas(64) uint64_t loops;
+} spin_counter;
+
 static void *spinner(void *arg) {
-    volatile uint64_t *loops = arg;
+    spin_counter *c = arg;
+    uint64_t loops = 0;
     while (!atomic_load_explicit(&stop_spinning, memory_order_relaxed))
-        (*loops)++;
+        loops++;
+    c->loops = loops;
     return NULL;
 }
 
@@ -132,10 +139,10 @@ int main(int argc, char **argv) {
                           "SPINNERS <= 64", USAGE);
 
     pthread_t spinner_ids[spinners + 1];
-    uint64_t spin_loops[spinners + 1];
+    spin_counter spin[spinners + 1];
     for (uint64_t s = 0; s < spinners; s++) {
-        spin_loops[s] = 0;
-        if (pthread_create(&spinner_ids[s], NULL, spinner, &spin_loops[s]) != 0)
+        spin[s].loops = 0;
+        if (pthread_create(&spinner_ids[s], NULL, spinner, &spin[s]) != 0)
             bench_fail("pthread_create failed");
     }
     pthread_t ids[threads];
@@ -160,7 +167,7 @@ int main(int argc, char **argv) {
     uint64_t loops = 0;
     for (uint64_t s = 0; s < spinners; s++) {
         pthread_join(spinner_ids[s], NULL);
-        loops += spin_loops[s];
+        loops += spin[s].loops;
     }
     bench_report("stress", atomic_load(&total_ops) + main_ops, seconds, (unsigned)threads,
                  "scale=%" PRIu64 " iter=%" PRIu64 " spinners=%" PRIu64 " seed=%" PRIu64
