@@ -223,6 +223,65 @@ static inline double bench_run_team(pthread_barrier_t *start, size_t count, void
     return seconds;
 }
 
+#ifndef __cplusplus
+/* ---- CPU-bound threads beside a benchmark: a busy machine ------------------ */
+#include <stdatomic.h>
+
+#define BENCH_SPINNERS_MAX 1024u
+
+/* One spinner's counter, on a cache line of its own. */
+typedef struct {
+    _Alignas(64) uint64_t loops;
+} bench_spin_counter;
+
+struct bench_spin_state {
+    atomic_bool stop;
+    size_t count;
+    pthread_t ids[BENCH_SPINNERS_MAX];
+    bench_spin_counter counters[BENCH_SPINNERS_MAX];
+};
+
+static inline struct bench_spin_state *bench_spin_state(void) {
+    static struct bench_spin_state state;
+    return &state;
+}
+
+static inline void *bench_spin(void *arg) {
+    bench_spin_counter *c = arg;
+    volatile uint64_t loops = 0;
+    while (!atomic_load_explicit(&bench_spin_state()->stop, memory_order_relaxed))
+        for (int i = 0; i < 1000; i++)
+            loops++;
+    c->loops = loops;
+    return NULL;
+}
+
+/* Starts n (at most BENCH_SPINNERS_MAX) threads that spin without allocating
+ * until bench_spinners_stop. */
+static inline void bench_spinners_start(uint64_t n) {
+    struct bench_spin_state *s = bench_spin_state();
+    atomic_store(&s->stop, false);
+    for (s->count = 0; s->count < n; s->count++) {
+        s->counters[s->count].loops = 0;
+        if (pthread_create(&s->ids[s->count], NULL, bench_spin, &s->counters[s->count]) != 0)
+            bench_fail("pthread_create failed");
+    }
+}
+
+/* Stops the spinners; returns their loop turns, all together. */
+static inline uint64_t bench_spinners_stop(void) {
+    struct bench_spin_state *s = bench_spin_state();
+    atomic_store(&s->stop, true);
+    uint64_t loops = 0;
+    for (size_t i = 0; i < s->count; i++) {
+        pthread_join(s->ids[i], NULL);
+        loops += s->counters[i].loops;
+    }
+    s->count = 0;
+    return loops;
+}
+#endif
+
 /* Parses a whole non-negative decimal argument or exits with the usage text. */
 static inline uint64_t bench_arg_u64(const char *text, const char *name, const char *usage) {
     char *end;

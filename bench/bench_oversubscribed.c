@@ -32,12 +32,6 @@ typedef struct {
     bench_rng rng;
 } worker_args;
 
-/* One spinner's counter, on a cache line of its own. */
-typedef struct {
-    _Alignas(64) uint64_t loops;
-} spinner_args;
-
-static atomic_bool stop_spinning;
 
 static size_t pick_size(bench_rng *rng) {
     uint64_t r = bench_rng_below(rng, 100);
@@ -86,16 +80,6 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-static void *spinner(void *arg) {
-    spinner_args *s = arg;
-    volatile uint64_t loops = 0;
-    while (!atomic_load_explicit(&stop_spinning, memory_order_relaxed))
-        for (int i = 0; i < 1000; i++)
-            loops++;
-    s->loops = loops;
-    return NULL;
-}
-
 int main(int argc, char **argv) {
     if (argc < 4 || argc > 6)
         bench_usage_error("expected 3 to 5 arguments", USAGE);
@@ -109,24 +93,13 @@ int main(int argc, char **argv) {
         bench_usage_error("need 1 <= THREADS <= 1024, SPINNERS <= 1024 and "
                           "1 <= SLOTS <= 2^20", USAGE);
 
-    pthread_t spinner_ids[spinners + 1];
-    spinner_args spin[spinners + 1];
-    for (uint64_t s = 0; s < spinners; s++) {
-        spin[s].loops = 0;
-        if (pthread_create(&spinner_ids[s], NULL, spinner, &spin[s]) != 0)
-            bench_fail("pthread_create failed");
-    }
+    bench_spinners_start(spinners);
     worker_args args[threads];
     pthread_barrier_t start;
     for (uint64_t t = 0; t < threads; t++)
         args[t] = (worker_args){ &start, iters, (size_t)slot_count, bench_rng_make(seed, t) };
     double seconds = bench_run_team(&start, threads, worker, args, sizeof args[0]);
-    atomic_store(&stop_spinning, true);
-    uint64_t loops = 0;
-    for (uint64_t s = 0; s < spinners; s++) {
-        pthread_join(spinner_ids[s], NULL);
-        loops += spin[s].loops;
-    }
+    uint64_t loops = bench_spinners_stop();
 
     bench_report("oversubscribed", threads * iters, seconds, (unsigned)threads,
                  "spinners=%" PRIu64 " iters=%" PRIu64 " slots=%" PRIu64 " seed=%" PRIu64

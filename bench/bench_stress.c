@@ -31,7 +31,6 @@
 static const uint64_t cookie = 0xbf58476d1ce4e5b9ull;
 static _Atomic(uint64_t *) transfer[TRANSFERS];
 static _Atomic uint64_t total_ops;
-static _Atomic bool stop_spinning;
 
 /* A block of words w[i] = (n - i) ^ cookie: its length is in its first word. */
 static uint64_t *block_new(size_t words, bench_rng *rng) {
@@ -112,20 +111,6 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-/* One spinner's counter, on a cache line of its own. */
-typedef struct {
-    _Alignas(64) uint64_t loops;
-} spin_counter;
-
-static void *spinner(void *arg) {
-    spin_counter *c = arg;
-    uint64_t loops = 0;
-    while (!atomic_load_explicit(&stop_spinning, memory_order_relaxed))
-        loops++;
-    c->loops = loops;
-    return NULL;
-}
-
 int main(int argc, char **argv) {
     if (argc < 4 || argc > 6)
         bench_usage_error("expected 3 to 5 arguments", USAGE);
@@ -138,13 +123,7 @@ int main(int argc, char **argv) {
         bench_usage_error("need 1 <= THREADS <= 1024, 1 <= SCALE <= 100000, ITER >= 1 and "
                           "SPINNERS <= 64", USAGE);
 
-    pthread_t spinner_ids[spinners + 1];
-    spin_counter spin[spinners + 1];
-    for (uint64_t s = 0; s < spinners; s++) {
-        spin[s].loops = 0;
-        if (pthread_create(&spinner_ids[s], NULL, spinner, &spin[s]) != 0)
-            bench_fail("pthread_create failed");
-    }
+    bench_spinners_start(spinners);
     pthread_t ids[threads];
     worker_args args[threads];
     bench_rng rng = bench_rng_make(seed, 1u << 30);
@@ -163,12 +142,7 @@ int main(int argc, char **argv) {
                 main_ops += block_free(atomic_exchange(&transfer[i], NULL));
     }
     double seconds = bench_now() - begin;
-    atomic_store(&stop_spinning, true);
-    uint64_t loops = 0;
-    for (uint64_t s = 0; s < spinners; s++) {
-        pthread_join(spinner_ids[s], NULL);
-        loops += spin[s].loops;
-    }
+    uint64_t loops = bench_spinners_stop();
     bench_report("stress", atomic_load(&total_ops) + main_ops, seconds, (unsigned)threads,
                  "scale=%" PRIu64 " iter=%" PRIu64 " spinners=%" PRIu64 " seed=%" PRIu64
                  " spin_mloops=%" PRIu64,
