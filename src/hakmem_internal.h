@@ -363,9 +363,8 @@ struct hak_slab {
   uint8_t  state;                    /* enum hak_slab_state (pool lock)        */
   uint8_t  dirty;                    /* FREE, pages maybe resident (pool lock) */
   uint8_t  recycled;                 /* was released since its SuperSlab was mapped */
-  uint8_t  purged;                   /* its pages given back by a purge pass
-                                        since it was last taken: FREE and not
-                                        dirty (pool lock; debug builds check) */
+  uint8_t  purged;                   /* FREE, its pages given back by a purge
+                                        pass since it was last taken (pool lock) */
 };
 _Static_assert(sizeof(struct hak_slab) == HAK_CACHELINE, "a slab's entry is one cache line");
 _Static_assert(offsetof(struct hak_slab, used) % 8 == 0 && offsetof(struct hak_slab, capacity) % 8 == 0 &&
@@ -410,10 +409,9 @@ _Static_assert(sizeof(struct hak_slab_cold) == 32, "four cold entries a cache li
  * DRAINING has at least HAK_SS_DRAIN_FREE of its slabs free and gets no new
  * slab while a HOT one of its class can give one, so it empties; EMPTY has
  * every slab free. Free slabs are purged (pages back to the OS) after
- * the purge delay (purge.c); EMPTY SuperSlabs beyond HAKMEM_EMPTY_KEEP are
+ * HAKMEM_PURGE_DELAY_MS; EMPTY SuperSlabs beyond HAKMEM_EMPTY_KEEP are
  * unmapped when they sit at the top of their region.
  * Invariants: free_slabs == number of slabs with state FREE;
- * a slab's purged => state FREE and not dirty;
  * state == EMPTY <=> free_slabs == nslabs;
  * state == DRAINING => free_slabs * HAK_SS_DRAIN_DEN >= nslabs * HAK_SS_DRAIN_NUM. */
 #define HAK_SS_DRAIN_NUM 3

@@ -47,7 +47,6 @@ static void ss_check(const struct hak_superslab *ss) {
     const uint32_t touched = ss->cold[i].touched;
     free += s->state == HAK_SLAB_FREE;
     HAK_ASSERT(touched <= s->capacity && (s->state != HAK_SLAB_FREE || s->dirty || !touched));
-    HAK_ASSERT(!s->purged || (s->state == HAK_SLAB_FREE && !s->dirty));
   }
   HAK_ASSERT(ss->free_slabs == free);
   HAK_ASSERT((ss->state == HAK_SS_EMPTY) == (ss->free_slabs == ss->nslabs));
