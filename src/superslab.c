@@ -75,7 +75,6 @@ void _hak_superslab_mapped(struct hak_superslab *ss, bool kept) {
     ss->slabs[i].state = HAK_SLAB_FREE;
     ss->slabs[i].dirty = 0;
     ss->slabs[i].recycled = 0;
-    ss->slabs[i].purged = 0;
     ss->slabs[i].next = ss->free_list;
     ss->free_list = &ss->slabs[i];
   }
@@ -96,11 +95,6 @@ static struct hak_slab *slab_take(struct hak_superslab *ss, struct hak_slab *s, 
   _hak_slab_pools[ss->cls].taken++;
   if (s->recycled)
     atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_reused, (int64_t)_hak_classes[ss->cls].slab_bytes, memory_order_relaxed);
-  /* Purged about a delay after it was freed, and wanted again within
-   * another: a refault (purge.c). */
-  if (s->purged && _hak_os_now_ms() - hak_slab_cold(s)->freed_ms < _hak_purge_delay_now() + _hak_purge_regret_ms())
-    _hak_purge_regret(_hak_classes[ss->cls].slab_bytes);
-  s->purged = 0;
   s->state = HAK_SLAB_ACTIVE;
   s->dirty = 0;
   s->next = NULL;
@@ -368,7 +362,6 @@ static size_t purge_superslab(struct hak_superslab *ss, const struct hak_purge_p
       if (!ss->slabs[x].dirty) continue;       /* purged before: its cold entry is clear */
       released += k->slab_bytes;
       ss->slabs[x].dirty = 0;
-      ss->slabs[x].purged = 1;
       ss->cold[x].touched = 0;
     }
   }
