@@ -28,7 +28,8 @@
  *   heap.c      first-class heaps (hak_heap_new ...): segments and mappings
  *               of their own, found by the slow free; destroy and delete
  *   purge.c     when free memory goes back to the OS: SuperSlabs, span heap
- *               and Large cache, on a clock or forced (malloc_trim)
+ *               and Large cache, on a clock or forced (malloc_trim); the
+ *               delay, lengthened by the refaults the tiers report
  *   thread.c    process init, per-thread heaps (creation, exit: flush and
  *               abandon); registers lock.c's fork handlers
  *   options.c   the options table (HAKMEM_* environment)
@@ -362,7 +363,9 @@ struct hak_slab {
   uint8_t  state;                    /* enum hak_slab_state (pool lock)        */
   uint8_t  dirty;                    /* FREE, pages maybe resident (pool lock) */
   uint8_t  recycled;                 /* was released since its SuperSlab was mapped */
-  uint8_t  unused_locked;
+  uint8_t  purged;                   /* its pages given back by a purge pass
+                                        since it was last taken: FREE and not
+                                        dirty (pool lock; debug builds check) */
 };
 _Static_assert(sizeof(struct hak_slab) == HAK_CACHELINE, "a slab's entry is one cache line");
 _Static_assert(offsetof(struct hak_slab, used) % 8 == 0 && offsetof(struct hak_slab, capacity) % 8 == 0 &&
@@ -407,9 +410,10 @@ _Static_assert(sizeof(struct hak_slab_cold) == 32, "four cold entries a cache li
  * DRAINING has at least HAK_SS_DRAIN_FREE of its slabs free and gets no new
  * slab while a HOT one of its class can give one, so it empties; EMPTY has
  * every slab free. Free slabs are purged (pages back to the OS) after
- * HAKMEM_PURGE_DELAY_MS; EMPTY SuperSlabs beyond HAKMEM_EMPTY_KEEP are
+ * the purge delay (purge.c); EMPTY SuperSlabs beyond HAKMEM_EMPTY_KEEP are
  * unmapped when they sit at the top of their region.
  * Invariants: free_slabs == number of slabs with state FREE;
+ * a slab's purged => state FREE and not dirty;
  * state == EMPTY <=> free_slabs == nslabs;
  * state == DRAINING => free_slabs * HAK_SS_DRAIN_DEN >= nslabs * HAK_SS_DRAIN_NUM. */
 #define HAK_SS_DRAIN_NUM 3
@@ -645,7 +649,9 @@ struct hak_stats {
   X(bytes_purged,       NONE, KIB,   "purged",      "bytes of free pages given back to the OS") \
   X(purge_calls,        NONE, COUNT, "purge calls", "madvise calls that gave pages back") \
   X(bytes_reused,       NONE, KIB,   "reused",      "released slabs, span pages and cached Large ranges handed out again") \
-  X(bytes_moved,        NONE, KIB,   "moved",       "resident pages of free slabs and span runs moved to another class's fresh slab or span run (HAKMEM_PAGE_MOVES)")
+  X(bytes_moved,        NONE, KIB,   "moved",       "resident pages of free slabs and span runs moved to another class's fresh slab or span run (HAKMEM_PAGE_MOVES)") \
+  X(bytes_regret,       NONE, KIB,   "refaulted",   "bytes a purge gave back that the program's demand faulted in again soon after (purge.c: they lengthen the purge delay)") \
+  X(purge_delay_ms,     PEAK, COUNT, "purge delay ms", "the purge delay now, as the refaults have scaled HAKMEM_PURGE_DELAY_MS")
 #define HAK_GAUGE_PEAK_FIELD_PEAK(name) _Atomic int64_t name##_peak;
 #define HAK_GAUGE_PEAK_FIELD_NONE(name)
 struct hak_gauges {
@@ -848,10 +854,31 @@ void     _hak_refill_heap_flush(struct hak_heap *h);   /* current and warm slabs
 
 /* ---- purge.c --------------------------------------------------------------- */
 /* What a purge pass may give back: free memory unused since now_ms -
- * delay_ms, beyond keep empty SuperSlabs per class; force: everything. */
-struct hak_purge_policy { bool force; uint32_t now_ms, delay_ms; long keep; };
+ * delay_ms (the delay as the regret has scaled it), beyond keep empty
+ * SuperSlabs per class; force: everything. base_ms: HAKMEM_PURGE_DELAY_MS. */
+struct hak_purge_policy { bool force; uint32_t now_ms, delay_ms, base_ms; long keep; int64_t *hold; };
+/* Whether bytes of free memory, free since freed_ms, go back in this pass:
+ * after the base delay they do, unless the learned delay still spares them
+ * and *pp->hold (the bytes in use when the pass began, less what it spared
+ * so far) has room for them, which it then takes (purge.c). */
+bool   _hak_purge_due(const struct hak_purge_policy *pp, uint32_t freed_ms, size_t bytes);
+void   _hak_purge_init(void);             /* after the options        */
 void   _hak_purge_tick(void);             /* slow paths call it       */
 size_t _hak_purge_all(void);              /* malloc_trim, out of memory */
+/* Regret: a tier faults in again, for the program's demand, bytes that a
+ * purge pass gave back less than _hak_purge_regret_ms() ago (purge.c). */
+void     _hak_purge_regret(size_t bytes);
+uint32_t _hak_purge_regret_ms(void);
+uint32_t _hak_purge_delay_now(void);      /* the delay as the refaults scaled it */
+uint32_t _hak_purge_window_ms(void);      /* the window that scales it back down */
+/* A tier that cannot tell which of its fresh pages it purged before (the
+ * span heap, the Large cache) keeps what it purged lately and its largest
+ * piece: fresh pages it faults in for a piece of need bytes count as regret
+ * up to that, if a purged piece could have held it (need 0: any could);
+ * under the tier's lock. */
+struct hak_purge_recent { uint64_t bytes, largest; uint32_t ms; };
+void _hak_purge_recent_add(struct hak_purge_recent *r, size_t purged, size_t largest, uint32_t now_ms);
+void _hak_purge_recent_fresh(struct hak_purge_recent *r, size_t fresh, size_t need);
 
 /* ---- front.c -------------------------------------------------------------- */
 HAK_SLOW void *_hak_front_alloc_slow(unsigned c);          /* list empty, or no heap yet   */
@@ -939,7 +966,7 @@ bool   _hak_large_free(void *p, const char *call);    /* false: not a large bloc
 size_t _hak_large_usable(const void *p);              /* 0: not a large block */
 void  *_hak_large_realloc(void *p, size_t n);         /* NULL: move it yourself */
 size_t _hak_large_trim(void);
-size_t _hak_large_expire(uint32_t now_ms, uint32_t delay_ms);
+size_t _hak_large_expire(const struct hak_purge_policy *pp);
 size_t _hak_large_give(uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed);  /* page moves */
 bool   _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
 

@@ -64,6 +64,7 @@ static struct large_entry cache[HAK_LARGE_CACHE_SLOTS];
 static unsigned cache_count;
 static size_t cache_bytes;
 static size_t taken_bytes;          /* bytes of blocks handed out since the last expiry pass */
+static struct hak_purge_recent expired;   /* bytes the expiry passes unmapped lately (purge.c) */
 static _Atomic bool may_give;       /* a cached range may be dirty: it may give pages (below) */
 
 static size_t slot_of(uintptr_t addr, size_t cap) {
@@ -348,6 +349,10 @@ void *_hak_large_alloc(size_t n, size_t align, bool zero) {
   hak_lock(&_hak_lock_set.large);
   bool ok = table_insert(e.addr, e.bytes, e.moved, e.several);
   taken_bytes += ok ? e.bytes : 0;
+  /* Fresh pages: a range purged lately that was large enough would have
+   * served the block (beyond HAK_LARGE_CLASS_MAX any ranges would: moves). */
+  if (ok && !cached)
+    _hak_purge_recent_fresh(&expired, e.bytes - reused, e.bytes > HAK_LARGE_CLASS_MAX + HAK_LARGE_GUARD ? 0 : e.bytes);
   hak_unlock(&_hak_lock_set.large);
   if (!ok) { unmap_block(e); errno = ENOMEM; return NULL; }
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak, (int64_t)e.bytes);
@@ -455,7 +460,7 @@ bool _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
   return found;
 }
 
-/* Unmaps the cached ranges that stayed unused for delay_ms — but as many
+/* Unmaps the cached ranges that stayed unused for the delay — but as many
  * bytes as the tier handed out since the last pass stay, the most recently
  * freed first: under that demand they are taken again within a pass, and
  * would otherwise come back as fresh mappings (mmap, mremap, page faults,
@@ -464,18 +469,20 @@ bool _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
  * alone expired the cache of threads still churning (docs/experiments.md,
  * "Oversubscribed: Large ranges kept under demand"). When the demand stops,
  * the next pass expires them. */
-size_t _hak_large_expire(uint32_t now_ms, uint32_t delay_ms) {
+size_t _hak_large_expire(const struct hak_purge_policy *pp) {
   size_t released = 0;
   hak_lock(&_hak_lock_set.large);
-  size_t keep = taken_bytes;
+  size_t keep = taken_bytes, largest = 0;
   taken_bytes = 0;
   for (unsigned i = cache_count; i-- > 0; ) {      /* newest first; a cut moves only those after i */
-    if (now_ms - cache[i].freed_ms < delay_ms) continue;
+    if (!_hak_purge_due(pp, cache[i].freed_ms, cache[i].bytes)) continue;
     if (cache[i].bytes <= keep) { keep -= cache[i].bytes; continue; }
     struct large_entry r = cache_cut(i, cache[i].bytes);
     unmap_block(r);
     released += r.bytes;
+    largest = max_size(largest, r.bytes);
   }
+  _hak_purge_recent_add(&expired, released, largest, pp->now_ms);
   bool dirty = false;
   for (unsigned i = 0; i < cache_count; i++) dirty |= cache[i].dirty != 0;
   atomic_store_explicit(&may_give, dirty, memory_order_relaxed);

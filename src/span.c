@@ -70,6 +70,7 @@ static struct {
   _Atomic uint32_t top;     /* span pages in runs                           */
   uint32_t mapped;          /* span pages mapped                            */
   uint64_t taken;           /* span pages handed out since the last purge pass */
+  struct hak_purge_recent purged;   /* bytes purged lately (purge.c's regret) */
   uint64_t demand[HAK_SPAN_DEMAND_PASSES];   /* taken, in each of the last passes */
   unsigned demand_at;       /* the slot of demand the next pass fills       */
   uint32_t unit;            /* span pages per OS page (a power of two)      */
@@ -302,8 +303,11 @@ static uint32_t run_alloc(uint32_t len, unsigned c) {
   span.page[i].unmapped = 0;                 /* mapped again above, or never unmapped */
   span.page[i].moved = 0;
   span.taken += len;
-  if (fresh != SPAN_NONE && fresh < i + len && !run_fill(fresh, i + len - fresh))
-    return SPAN_NONE;                        /* a hole: the run is never handed out */
+  if (fresh != SPAN_NONE && fresh < i + len) {
+    _hak_purge_recent_fresh(&span.purged, (size_t)(i + len - fresh) << HAK_SPAN_PAGE_SHIFT,
+                            (size_t)len << HAK_SPAN_PAGE_SHIFT);
+    if (!run_fill(fresh, i + len - fresh)) return SPAN_NONE;   /* a hole: the run is never handed out */
+  }
   return i;
 }
 
@@ -521,7 +525,7 @@ static uint64_t pass_keep(void) {
  * the same peak RSS, docs/experiments.md, "Span runs held below the
  * process's peak RSS"). */
 static bool held(const struct hak_purge_policy *pp, const struct span_page *e, int64_t *room) {
-  if (pp->force || pp->now_ms - e->freed_ms >= pp->delay_ms * HAK_PEAK_HOLD_DELAYS) return false;
+  if (pp->force || pp->now_ms - e->freed_ms >= pp->base_ms * HAK_PEAK_HOLD_DELAYS) return false;
   if (*room < 0) {
     size_t r = _hak_os_peak_room();
     *room = r > HAK_PEAK_HOLD_MARGIN ? (int64_t)(r - HAK_PEAK_HOLD_MARGIN) : 0;
@@ -547,6 +551,7 @@ size_t _hak_span_purge(const struct hak_purge_policy *pp) {
   hak_lock(&_hak_lock_set.span);
   uint64_t keep = pp->force ? 0 : pass_keep();
   int64_t room = -1;
+  size_t largest = 0;                       /* the longest run purged */
   bool left_dirty = false;
   span.taken = 0;
   for (unsigned b = 1; b <= SPAN_BUCKETS; b++)          /* bucket 0 (the longest) last */
@@ -560,14 +565,16 @@ size_t _hak_span_purge(const struct hak_purge_policy *pp) {
         e->moved = 0;
         continue;
       }
-      if (!e->dirty || (!pp->force && pp->now_ms - e->freed_ms < pp->delay_ms)) { left_dirty |= e->dirty; continue; }
+      if (!e->dirty || !_hak_purge_due(pp, e->freed_ms, (size_t)e->len << HAK_SPAN_PAGE_SHIFT)) { left_dirty |= e->dirty; continue; }
       if (e->len <= keep) { keep -= e->len; left_dirty = true; continue; }
       if (held(pp, e, &room)) { left_dirty = true; continue; }
       _hak_os_purge((void *)(SPAN_BASE + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT)), (size_t)e->len << HAK_SPAN_PAGE_SHIFT);
+      if ((size_t)e->len << HAK_SPAN_PAGE_SHIFT > largest) largest = (size_t)e->len << HAK_SPAN_PAGE_SHIFT;
       released += (size_t)(e->len - e->moved) << HAK_SPAN_PAGE_SHIFT;
       e->dirty = 0;
       e->moved = 0;
     }
+  if (!pp->force) _hak_purge_recent_add(&span.purged, released, largest, pp->now_ms);
   span_unmap_top();
   atomic_store_explicit(&span.may_give, left_dirty, memory_order_relaxed);
   span_check();

@@ -47,6 +47,7 @@ static void ss_check(const struct hak_superslab *ss) {
     const uint32_t touched = ss->cold[i].touched;
     free += s->state == HAK_SLAB_FREE;
     HAK_ASSERT(touched <= s->capacity && (s->state != HAK_SLAB_FREE || s->dirty || !touched));
+    HAK_ASSERT(!s->purged || (s->state == HAK_SLAB_FREE && !s->dirty));
   }
   HAK_ASSERT(ss->free_slabs == free);
   HAK_ASSERT((ss->state == HAK_SS_EMPTY) == (ss->free_slabs == ss->nslabs));
@@ -75,6 +76,7 @@ void _hak_superslab_mapped(struct hak_superslab *ss, bool kept) {
     ss->slabs[i].state = HAK_SLAB_FREE;
     ss->slabs[i].dirty = 0;
     ss->slabs[i].recycled = 0;
+    ss->slabs[i].purged = 0;
     ss->slabs[i].next = ss->free_list;
     ss->free_list = &ss->slabs[i];
   }
@@ -95,6 +97,11 @@ static struct hak_slab *slab_take(struct hak_superslab *ss, struct hak_slab *s, 
   _hak_slab_pools[ss->cls].taken++;
   if (s->recycled)
     atomic_fetch_add_explicit(&_hak_stats_gauges.bytes_reused, (int64_t)_hak_classes[ss->cls].slab_bytes, memory_order_relaxed);
+  /* Purged about a delay after it was freed, and wanted again within
+   * another: a refault (purge.c). */
+  if (s->purged && _hak_os_now_ms() - hak_slab_cold(s)->freed_ms < _hak_purge_delay_now() + _hak_purge_regret_ms())
+    _hak_purge_regret(_hak_classes[ss->cls].slab_bytes);
+  s->purged = 0;
   s->state = HAK_SLAB_ACTIVE;
   s->dirty = 0;
   s->next = NULL;
@@ -336,8 +343,8 @@ bool _hak_superslab_fill(struct hak_slab *s) {
  * are unmapped. force (malloc_trim, out of memory): no delay, nothing kept. */
 
 /* A free slab whose pages may go now: dirty and free for the delay. */
-static bool purge_due(const struct hak_slab *s, const struct hak_purge_policy *pp) {
-  return s->state == HAK_SLAB_FREE && s->dirty && (pp->force || pp->now_ms - hak_slab_cold(s)->freed_ms >= pp->delay_ms);
+static bool purge_due(const struct hak_slab *s, size_t bytes, const struct hak_purge_policy *pp) {
+  return s->state == HAK_SLAB_FREE && s->dirty && _hak_purge_due(pp, hak_slab_cold(s)->freed_ms, bytes);
 }
 
 /* Purges ss's free slabs by runs of neighbours (due, or purged before), one
@@ -351,7 +358,7 @@ static size_t purge_superslab(struct hak_superslab *ss, const struct hak_purge_p
     bool due = false;
     for (j = i; j < ss->nslabs; j++) {
       const struct hak_slab *s = &ss->slabs[j];
-      if (purge_due(s, pp)) due = true;
+      if (purge_due(s, k->slab_bytes, pp)) due = true;
       else if (s->state != HAK_SLAB_FREE || s->dirty) break;
     }
     if (!due) continue;
@@ -362,6 +369,7 @@ static size_t purge_superslab(struct hak_superslab *ss, const struct hak_purge_p
       if (!ss->slabs[x].dirty) continue;       /* purged before: its cold entry is clear */
       released += k->slab_bytes;
       ss->slabs[x].dirty = 0;
+      ss->slabs[x].purged = 1;
       ss->cold[x].touched = 0;
     }
   }

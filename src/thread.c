@@ -53,6 +53,7 @@ void _hak_thread_init(void) {
   _hak_class_table_init();
   _hak_os_limit_init();
   _hak_front_init();
+  _hak_purge_init();
   _hak_guard_init();
 #if !HAK_SHARED_LIB
   _hak_thread_free_key = make_free_key();

@@ -33,7 +33,8 @@ static uint64_t span_dirty(void) {
 
 /* A purge pass (not forced) at time now, with the default delay. */
 static void span_pass_at(uint32_t now) {
-  struct hak_purge_policy pp = { false, now, (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS), 0 };
+  uint32_t delay = (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS);
+  struct hak_purge_policy pp = { .force = false, .now_ms = now, .delay_ms = delay, .base_ms = delay, .keep = 0 };
   _hak_span_purge(&pp);
 }
 

@@ -24,23 +24,29 @@ static void churn(size_t n) {
   CHECK(_hak_large_free(p, "free"));
 }
 
+/* A pass at now_ms with a delay of delay ms (no learned delay: no hold). */
+static size_t expire(uint32_t now_ms, uint32_t delay) {
+  struct hak_purge_policy pp = { false, now_ms, delay, delay, 0, NULL };
+  return _hak_large_expire(&pp);
+}
+
 int main(void) {
   hak_free(hak_malloc(1));                       /* initializes hakmem */
   _hak_large_trim();
   uint32_t t = _hak_os_now_ms() + 1000, delay = 50;  /* every range due at t */
-  _hak_large_expire(t, delay);                   /* the count starts at 0 */
+  expire(t, delay);                   /* the count starts at 0 */
 
   churn(3 * MiB);                                /* 3 MiB handed out, then cached */
   CHECK(cached() >= (int64_t)(3 * MiB));
-  CHECK(_hak_large_expire(t, delay) == 0);       /* due, but the demand takes it again */
+  CHECK(expire(t, delay) == 0);       /* due, but the demand takes it again */
   CHECK(cached() >= (int64_t)(3 * MiB));
-  CHECK(_hak_large_expire(t + delay, delay) >= 3 * MiB);   /* no demand since: expired */
+  CHECK(expire(t + delay, delay) >= 3 * MiB);   /* no demand since: expired */
   CHECK(cached() == 0);
 
   churn(8 * MiB);                                /* an 8 MiB range ... */
-  _hak_large_expire(t + 2 * delay, delay);       /* (spared: its own demand) */
+  expire(t + 2 * delay, delay);       /* (spared: its own demand) */
   churn(2 * MiB);                                /* ... cut for 2 MiB and merged back */
-  CHECK(_hak_large_expire(t + 3 * delay, delay) >= 8 * MiB);   /* 2 MiB of demand spares none of 8 */
+  CHECK(expire(t + 3 * delay, delay) >= 8 * MiB);   /* 2 MiB of demand spares none of 8 */
   CHECK(cached() == 0);
 
   churn(3 * MiB);
