@@ -39,8 +39,8 @@ static uint32_t base_delay(void) { return (uint32_t)_hak_options_get(HAK_OPT_PUR
  * opened, the delay doubles (up to HAK_REGRET_MAX_SHIFT times); a window of
  * _hak_purge_window_ms() that ends with less regret than an eighth of what
  * it purged halves it again. So memory freed and taken back stays
- * resident, and a peak freed for good still goes back after the base delay
- * (at most 16 base delays). */
+ * resident, as far as the bytes in use (_hak_purge_due), and a peak freed
+ * for good, larger than that, still goes back after the base delay. */
 #define HAK_REGRET_MAX_SHIFT 4u
 #define HAK_REGRET_MIN       (1u << 20)
 #define HAK_REGRET_WINDOW_DELAYS 20u
