@@ -855,7 +855,8 @@ void     _hak_refill_heap_flush(struct hak_heap *h);   /* current and warm slabs
 /* ---- purge.c --------------------------------------------------------------- */
 /* What a purge pass may give back: free memory unused since now_ms -
  * delay_ms (the delay as the regret has scaled it), beyond keep empty
- * SuperSlabs per class; force: everything. base_ms: HAKMEM_PURGE_DELAY_MS. */
+ * SuperSlabs per class; force: everything. base_ms: HAKMEM_PURGE_DELAY_MS;
+ * hold: what the learned delay may still spare (NULL: nothing past base_ms). */
 struct hak_purge_policy { bool force; uint32_t now_ms, delay_ms, base_ms; long keep; int64_t *hold; };
 /* Whether bytes of free memory, free since freed_ms, go back in this pass:
  * after the base delay they do, unless the learned delay still spares them
