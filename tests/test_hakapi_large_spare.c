@@ -34,17 +34,17 @@ int main(void) {
   hak_free(hak_malloc(1));                       /* initializes hakmem */
   _hak_large_trim();
   uint32_t t = _hak_os_now_ms() + 1000, delay = 50;  /* every range due at t */
-  expire(t, delay);                   /* the count starts at 0 */
+  expire(t, delay);                              /* the count starts at 0 */
 
   churn(3 * MiB);                                /* 3 MiB handed out, then cached */
   CHECK(cached() >= (int64_t)(3 * MiB));
-  CHECK(expire(t, delay) == 0);       /* due, but the demand takes it again */
+  CHECK(expire(t, delay) == 0);                  /* due, but the demand takes it again */
   CHECK(cached() >= (int64_t)(3 * MiB));
-  CHECK(expire(t + delay, delay) >= 3 * MiB);   /* no demand since: expired */
+  CHECK(expire(t + delay, delay) >= 3 * MiB);    /* no demand since: expired */
   CHECK(cached() == 0);
 
   churn(8 * MiB);                                /* an 8 MiB range ... */
-  expire(t + 2 * delay, delay);       /* (spared: its own demand) */
+  expire(t + 2 * delay, delay);                  /* (spared: its own demand) */
   churn(2 * MiB);                                /* ... cut for 2 MiB and merged back */
   CHECK(expire(t + 3 * delay, delay) >= 8 * MiB);   /* 2 MiB of demand spares none of 8 */
   CHECK(cached() == 0);
