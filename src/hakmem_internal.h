@@ -863,6 +863,10 @@ struct hak_purge_policy { bool force; uint32_t now_ms, delay_ms, base_ms; long k
  * and *pp->hold (the bytes in use when the pass began, less what it spared
  * so far) has room for them, which it then takes (purge.c). */
 bool   _hak_purge_due(const struct hak_purge_policy *pp, uint32_t freed_ms, size_t bytes);
+/* Whether memory free since freed_ms is past the base delay (or the pass is
+ * forced): a tier's own rules that spare memory by demand look at it first,
+ * then _hak_purge_due, so what those rules spare takes no hold. */
+bool   _hak_purge_aged(const struct hak_purge_policy *pp, uint32_t freed_ms);
 void   _hak_purge_init(void);             /* after the options        */
 void   _hak_purge_tick(void);             /* slow paths call it       */
 size_t _hak_purge_all(void);              /* malloc_trim, out of memory */

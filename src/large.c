@@ -468,15 +468,18 @@ bool _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
  * thread waits longer than the delay for its turn to run, so the delay
  * alone expired the cache of threads still churning (docs/experiments.md,
  * "Oversubscribed: Large ranges kept under demand"). When the demand stops,
- * the next pass expires them. */
+ * the next pass expires them. A range the demand does not spare may still
+ * stay for the learned delay (_hak_purge_due), which the demand's ranges
+ * take none of. */
 size_t _hak_large_expire(const struct hak_purge_policy *pp) {
   size_t released = 0;
   hak_lock(&_hak_lock_set.large);
   size_t keep = taken_bytes, largest = 0;
   taken_bytes = 0;
   for (unsigned i = cache_count; i-- > 0; ) {      /* newest first; a cut moves only those after i */
-    if (!_hak_purge_due(pp, cache[i].freed_ms, cache[i].bytes)) continue;
+    if (!_hak_purge_aged(pp, cache[i].freed_ms)) continue;
     if (cache[i].bytes <= keep) { keep -= cache[i].bytes; continue; }
+    if (!_hak_purge_due(pp, cache[i].freed_ms, cache[i].bytes)) continue;
     struct large_entry r = cache_cut(i, cache[i].bytes);
     unmap_block(r);
     released += r.bytes;

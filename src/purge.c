@@ -129,6 +129,10 @@ bool _hak_purge_due(const struct hak_purge_policy *pp, uint32_t freed_ms, size_t
   return false;
 }
 
+bool _hak_purge_aged(const struct hak_purge_policy *pp, uint32_t freed_ms) {
+  return pp->force || pp->now_ms - freed_ms >= pp->base_ms;
+}
+
 /* Everything free goes back now; returns the bytes released. */
 size_t _hak_purge_all(void) {
   struct hak_purge_policy pp = policy(true, _hak_os_now_ms(), NULL);

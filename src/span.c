@@ -544,7 +544,9 @@ static bool held(const struct hak_purge_policy *pp, const struct span_page *e, i
  * soon, and fault in again. (A thousand threads on two cores: a freed run
  * waits long past the delay for a thread to run and take it;
  * docs/experiments.md, "A thousand threads".) When the demand stops, the
- * pass HAK_SPAN_DEMAND_PASSES later purges. */
+ * pass HAK_SPAN_DEMAND_PASSES later purges. Runs that the demand and held()
+ * leave to the pass may still stay for the learned delay (_hak_purge_due);
+ * those two rules come first, so what they spare takes none of its hold. */
 size_t _hak_span_purge(const struct hak_purge_policy *pp) {
   if (!atomic_load_explicit(&span.opened, memory_order_acquire)) return 0;
   size_t released = 0;
@@ -565,9 +567,10 @@ size_t _hak_span_purge(const struct hak_purge_policy *pp) {
         e->moved = 0;
         continue;
       }
-      if (!e->dirty || !_hak_purge_due(pp, e->freed_ms, (size_t)e->len << HAK_SPAN_PAGE_SHIFT)) { left_dirty |= e->dirty; continue; }
+      if (!e->dirty || !_hak_purge_aged(pp, e->freed_ms)) { left_dirty |= e->dirty; continue; }
       if (e->len <= keep) { keep -= e->len; left_dirty = true; continue; }
       if (held(pp, e, &room)) { left_dirty = true; continue; }
+      if (!_hak_purge_due(pp, e->freed_ms, (size_t)e->len << HAK_SPAN_PAGE_SHIFT)) { left_dirty = true; continue; }
       _hak_os_purge((void *)(SPAN_BASE + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT)), (size_t)e->len << HAK_SPAN_PAGE_SHIFT);
       if ((size_t)e->len << HAK_SPAN_PAGE_SHIFT > largest) largest = (size_t)e->len << HAK_SPAN_PAGE_SHIFT;
       released += (size_t)(e->len - e->moved) << HAK_SPAN_PAGE_SHIFT;

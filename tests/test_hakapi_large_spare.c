@@ -2,7 +2,8 @@
  * since the last pass (large.c, _hak_large_expire): a range due by the
  * clock stays while that demand would take it again, and goes at the first
  * pass after the demand stopped; one too big for the demand goes at once;
- * a forced trim drops everything. The passes are called directly with
+ * what the demand spares takes none of the learned delay's hold; a forced
+ * trim drops everything. The passes are called directly with
  * chosen times: no sleeping, and no purge clock (only malloc's and free's
  * slow paths tick it; _hak_large_alloc and _hak_large_free do not). */
 #include "testing.h"
@@ -30,6 +31,51 @@ static size_t expire(uint32_t now_ms, uint32_t delay) {
   return _hak_large_expire(&pp);
 }
 
+/* A pass at now_ms with a base delay of base ms learned up to 100 times
+ * that, which may spare *hold bytes more than the demand does. */
+static size_t expire_held(uint32_t now_ms, uint32_t base, int64_t *hold) {
+  struct hak_purge_policy pp = { false, now_ms, 100 * base, base, 0, hold };
+  return _hak_large_expire(&pp);
+}
+
+/* The demand spares its ranges first, and they take none of the learned
+ * delay's hold: a 3 MiB range taken again since the last pass and an older
+ * 4 MiB one both stay with a hold of 5 MiB, of which the 4 MiB one takes
+ * its bytes. (Charged to the hold first, the 3 MiB range left it 2 MiB, too
+ * little for the 4 MiB one, which the 3 MiB of demand does not cover.) */
+/* Whether the ranges of blocks p (np bytes) and q (nq) may touch: a cached
+ * range merges with a neighbour (large.c, cache_put). Large blocks are
+ * page-aligned and at least a page apart when another block lies between. */
+static bool touching(const char *p, size_t np, const char *q, size_t nq) {
+  uintptr_t a = (uintptr_t)p, b = (uintptr_t)q;
+  uintptr_t gap = a < b ? b - (a + np) : a - (b + nq);
+  return gap < MiB;                              /* (wraps when they overlap: they do not) */
+}
+
+static void demand_before_hold(uint32_t t, uint32_t delay) {
+  enum { TRIES = 4 };
+  char *b = _hak_large_alloc(4 * MiB, 0, false), *a = NULL, *other[TRIES] = { 0 };
+  for (unsigned k = 0; k < TRIES && b; k++) {    /* an a away from b; the others stay live */
+    char *p = _hak_large_alloc(3 * MiB, 0, false);
+    if (!a && p && !touching(p, 3 * MiB, b, 4 * MiB)) a = p;
+    else other[k] = p;
+  }
+  CHECK(b && a);
+  if (!b || !a) return;
+  CHECK(_hak_large_free(b, "free"));
+  CHECK(_hak_large_free(a, "free"));
+  expire(t, delay);                              /* spares both (their demand); the count restarts */
+  churn(3 * MiB);                                /* a's range, taken and cached again */
+  int64_t hold = 5 * MiB;
+  CHECK(expire_held(t, delay, &hold) == 0);      /* a: the demand; b: the hold */
+  CHECK(hold >= 0 && hold <= (int64_t)MiB);
+  CHECK(cached() >= (int64_t)(7 * MiB));
+  CHECK(expire(t + delay, delay) >= 7 * MiB);    /* no demand, no hold: both go */
+  CHECK(cached() == 0);
+  for (unsigned k = 0; k < TRIES; k++) if (other[k]) CHECK(_hak_large_free(other[k], "free"));
+  _hak_large_trim();
+}
+
 int main(void) {
   hak_free(hak_malloc(1));                       /* initializes hakmem */
   _hak_large_trim();
@@ -48,6 +94,8 @@ int main(void) {
   churn(2 * MiB);                                /* ... cut for 2 MiB and merged back */
   CHECK(expire(t + 3 * delay, delay) >= 8 * MiB);   /* 2 MiB of demand spares none of 8 */
   CHECK(cached() == 0);
+
+  demand_before_hold(t + 4 * delay, delay);
 
   churn(3 * MiB);
   CHECK(_hak_large_trim() >= 3 * MiB);           /* a forced trim spares nothing */
