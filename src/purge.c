@@ -115,22 +115,22 @@ static struct hak_purge_policy policy(bool force, uint32_t now_ms, int64_t *hold
                                     _hak_options_get(HAK_OPT_EMPTY_KEEP), hold };
 }
 
+bool _hak_purge_aged(const struct hak_purge_policy *pp, uint32_t freed_ms) {
+  return pp->force || pp->now_ms - freed_ms >= pp->base_ms;
+}
+
 /* The learned delay spares memory freed more than a base delay ago only as
  * far as the bytes the program has in use: memory freed and taken again is
  * the working set changing hands (threads that exit and are replaced), and
  * that much stays; a peak freed for good is larger than what stays in use,
  * and goes back after the base delay whatever the delay has learned. */
 bool _hak_purge_due(const struct hak_purge_policy *pp, uint32_t freed_ms, size_t bytes) {
+  if (!_hak_purge_aged(pp, freed_ms)) return false;
   if (pp->force) return true;
   uint32_t age = pp->now_ms - freed_ms;
-  if (age < pp->base_ms) return false;
   if (age >= pp->delay_ms || !pp->hold || *pp->hold < (int64_t)bytes) return true;
   *pp->hold -= (int64_t)bytes;
   return false;
-}
-
-bool _hak_purge_aged(const struct hak_purge_policy *pp, uint32_t freed_ms) {
-  return pp->force || pp->now_ms - freed_ms >= pp->base_ms;
 }
 
 /* Everything free goes back now; returns the bytes released. */

@@ -38,11 +38,6 @@ static size_t expire_held(uint32_t now_ms, uint32_t base, int64_t *hold) {
   return _hak_large_expire(&pp);
 }
 
-/* The demand spares its ranges first, and they take none of the learned
- * delay's hold: a 3 MiB range taken again since the last pass and an older
- * 4 MiB one both stay with a hold of 5 MiB, of which the 4 MiB one takes
- * its bytes. (Charged to the hold first, the 3 MiB range left it 2 MiB, too
- * little for the 4 MiB one, which the 3 MiB of demand does not cover.) */
 /* Whether the ranges of blocks p (np bytes) and q (nq) may touch: a cached
  * range merges with a neighbour (large.c, cache_put). Large blocks are
  * page-aligned and at least a page apart when another block lies between. */
@@ -52,6 +47,11 @@ static bool touching(const char *p, size_t np, const char *q, size_t nq) {
   return gap < MiB;                              /* (wraps when they overlap: they do not) */
 }
 
+/* The demand spares its ranges first, and they take none of the learned
+ * delay's hold: a 3 MiB range taken again since the last pass and an older
+ * 4 MiB one both stay with a hold of 5 MiB, of which the 4 MiB one takes
+ * its bytes. (Charged to the hold first, the 3 MiB range left it 2 MiB, too
+ * little for the 4 MiB one, which the 3 MiB of demand does not cover.) */
 static void demand_before_hold(uint32_t t, uint32_t delay) {
   enum { TRIES = 4 };
   char *b = _hak_large_alloc(4 * MiB, 0, false), *a = NULL, *other[TRIES] = { 0 };
