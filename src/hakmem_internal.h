@@ -972,6 +972,10 @@ size_t _hak_large_usable(const void *p);              /* 0: not a large block */
 void  *_hak_large_realloc(void *p, size_t n);         /* NULL: move it yourself */
 size_t _hak_large_trim(void);
 size_t _hak_large_expire(const struct hak_purge_policy *pp);
+/* A pass keeps up to HAK_LARGE_YOUNG_KEEP bytes of the ranges freed less than
+ * HAK_LARGE_YOUNG_DELAYS base delays ago (1 s at the default), newest first. */
+#define HAK_LARGE_YOUNG_DELAYS 20u
+#define HAK_LARGE_YOUNG_KEEP   (8u << 20)
 size_t _hak_large_give(uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed);  /* page moves */
 bool   _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
 

@@ -460,6 +460,19 @@ bool _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
   return found;
 }
 
+/* Whether range r, past the delay and not spared by the demand, stays as a
+ * range freed lately: younger than HAK_LARGE_YOUNG_DELAYS base delays and
+ * within the *young bytes the pass may still keep, which it takes. A
+ * program that sorts with a Large buffer now and then (sqlite3's sorter
+ * grows one to 2 MiB, frees it, and grows another 0.4 s later) would fault
+ * its pages in again at every sort; kept, they cost no peak where other
+ * classes grow meanwhile, as those take the range's pages (page moves). */
+static bool young_held(const struct hak_purge_policy *pp, struct large_entry r, size_t *young) {
+  if (pp->force || pp->now_ms - r.freed_ms >= pp->base_ms * HAK_LARGE_YOUNG_DELAYS || r.bytes > *young) return false;
+  *young -= r.bytes;
+  return true;
+}
+
 /* Unmaps the cached ranges that stayed unused for the delay — but as many
  * bytes as the tier handed out since the last pass stay, the most recently
  * freed first: under that demand they are taken again within a pass, and
@@ -468,17 +481,20 @@ bool _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
  * thread waits longer than the delay for its turn to run, so the delay
  * alone expired the cache of threads still churning (docs/experiments.md,
  * "Oversubscribed: Large ranges kept under demand"). When the demand stops,
- * the next pass expires them. A range the demand does not spare may still
- * stay for the learned delay (_hak_purge_due), which the demand's ranges
- * take none of. */
+ * the next pass expires them. Ranges freed lately stay too, up to
+ * HAK_LARGE_YOUNG_KEEP bytes (young_held; docs/experiments.md, "Large
+ * ranges freed lately kept for a second"). A range neither spares may
+ * still stay for the learned delay (_hak_purge_due), which the ranges they
+ * spare take none of. */
 size_t _hak_large_expire(const struct hak_purge_policy *pp) {
   size_t released = 0;
   hak_lock(&_hak_lock_set.large);
-  size_t keep = taken_bytes, largest = 0;
+  size_t keep = taken_bytes, largest = 0, young = HAK_LARGE_YOUNG_KEEP;
   taken_bytes = 0;
   for (unsigned i = cache_count; i-- > 0; ) {      /* newest first; a cut moves only those after i */
     if (!_hak_purge_aged(pp, cache[i].freed_ms)) continue;
     if (cache[i].bytes <= keep) { keep -= cache[i].bytes; continue; }
+    if (young_held(pp, cache[i], &young)) continue;
     if (!_hak_purge_due(pp, cache[i].freed_ms, cache[i].bytes)) continue;
     struct large_entry r = cache_cut(i, cache[i].bytes);
     unmap_block(r);

@@ -2,7 +2,8 @@
  * since the last pass (large.c, _hak_large_expire): a range due by the
  * clock stays while that demand would take it again, and goes at the first
  * pass after the demand stopped; one too big for the demand goes at once;
- * what the demand spares takes none of the learned delay's hold; a forced
+ * what the demand spares takes none of the learned delay's hold; ranges
+ * freed lately stay, up to a bound; a forced
  * trim drops everything. The passes are called directly with
  * chosen times: no sleeping, and no purge clock (only malloc's and free's
  * slow paths tick it; _hak_large_alloc and _hak_large_free do not). */
@@ -76,10 +77,33 @@ static void demand_before_hold(uint32_t t, uint32_t delay) {
   _hak_large_trim();
 }
 
+/* A range freed less than HAK_LARGE_YOUNG_DELAYS delays ago stays, the
+ * newest first, as far as HAK_LARGE_YOUNG_KEEP bytes; past the hold's
+ * delays it goes. */
+static void young_hold(uint32_t delay) {
+  uint32_t t0 = _hak_os_now_ms();
+  char *a = _hak_large_alloc(HAK_LARGE_YOUNG_KEEP - 2 * MiB, 0, false);
+  char *c = _hak_large_alloc(3 * MiB, 0, false);
+  char *b = _hak_large_alloc(3 * MiB, 0, false);
+  CHECK(a && b && c);
+  CHECK(!touching(a, HAK_LARGE_YOUNG_KEEP - 2 * MiB, b, 3 * MiB));   /* their ranges cannot merge */
+  if (!a || !b || !c) return;
+  CHECK(_hak_large_free(a, "free"));
+  CHECK(_hak_large_free(b, "free"));             /* the newest */
+  expire(t0, delay);                             /* too young to go; the demand's count restarts */
+  CHECK(expire(t0 + 2 * delay, delay) >= HAK_LARGE_YOUNG_KEEP - 2 * MiB);   /* b stays, a does not fit */
+  CHECKF(cached() >= (int64_t)(3 * MiB) && cached() < (int64_t)(HAK_LARGE_YOUNG_KEEP - 2 * MiB), "cached %lld KiB", (long long)cached() >> 10);
+  CHECK(expire(t0 + HAK_LARGE_YOUNG_DELAYS * delay + 1000, delay) >= 3 * MiB);
+  CHECK(cached() == 0);
+  CHECK(_hak_large_free(c, "free"));
+  _hak_large_trim();
+}
+
 int main(void) {
   hak_free(hak_malloc(1));                       /* initializes hakmem */
   _hak_large_trim();
-  uint32_t t = _hak_os_now_ms() + 1000, delay = 50;  /* every range due at t */
+  /* Every range due at t and past the young hold, under the learned one. */
+  uint32_t t = _hak_os_now_ms() + 2000, delay = 50;
   expire(t, delay);                              /* the count starts at 0 */
 
   churn(3 * MiB);                                /* 3 MiB handed out, then cached */
@@ -96,6 +120,7 @@ int main(void) {
   CHECK(cached() == 0);
 
   demand_before_hold(t + 4 * delay, delay);
+  young_hold(delay);
 
   churn(3 * MiB);
   CHECK(_hak_large_trim() >= 3 * MiB);           /* a forced trim spares nothing */

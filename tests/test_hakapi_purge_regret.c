@@ -8,7 +8,8 @@
  *    halves the delay, back to the base;
  *  - the learned delay spares memory past the base delay only as far as
  *    the bytes in use: with the delay at 16x, a freed block larger than
- *    what stays in use goes back after the base delay (_hak_purge_due
+ *    what stays in use (and than the Large cache keeps as freed lately,
+ *    HAK_LARGE_YOUNG_KEEP) goes back after the base delay (_hak_purge_due
  *    checked alone, then through the passes).
  * hakmem's clock is the test's (clock_gettime below), moved by hand; every
  * move runs a purge pass (a tick at the new time). */
@@ -36,8 +37,16 @@ static int64_t refaulted(void) { return atomic_load(&_hak_stats_gauges.bytes_reg
 
 #define BLOCK (2u << 20)   /* Large: past the span heap's 1 MiB */
 
-/* A block written and freed, then two passes past the delay: the first
- * spares what was handed out since the last pass, the second gives it back. */
+/* The time after which a freed range is neither under the delay nor one
+ * the Large cache keeps as freed lately (HAK_LARGE_YOUNG_DELAYS base delays). */
+static uint32_t past_holds(void) {
+  uint32_t young = HAK_LARGE_YOUNG_DELAYS * (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS);
+  return (_hak_purge_delay_now() > young ? _hak_purge_delay_now() : young) + 1;
+}
+
+/* A block written and freed, then two passes: the first, past the delay,
+ * spares what was handed out since the last pass, the second, past the
+ * holds, gives it back. */
 static void round_trip(void) {
   char *p = hak_malloc(BLOCK);
   CHECK(p != NULL);
@@ -45,7 +54,7 @@ static void round_trip(void) {
   memset(p, 0x5A, BLOCK);
   hak_free(p);
   pass_after(_hak_purge_delay_now() + 1);
-  pass_after(_hak_purge_delay_now() + 1);
+  pass_after(past_holds());
 }
 
 static int64_t cached(void) { return atomic_load(&_hak_stats_gauges.bytes_large_cached); }
@@ -90,9 +99,10 @@ int main(void) {
    * after the base delay (the second pass: the first spares what was
    * handed out since the pass before). */
   CHECK(atomic_load(&_hak_stats_gauges.bytes_in_use) < (int64_t)BLOCK);
-  char *p = hak_malloc(BLOCK);
+  const size_t big = HAK_LARGE_YOUNG_KEEP + BLOCK;   /* more than the cache keeps as freed lately */
+  char *p = hak_malloc(big);
   CHECK(p != NULL);
-  if (p) memset(p, 0x5A, BLOCK);
+  if (p) memset(p, 0x5A, big);
   hak_free(p);
   pass_after(base + 1);
   pass_after(base + 1);
