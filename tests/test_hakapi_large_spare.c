@@ -81,18 +81,19 @@ static void demand_before_hold(uint32_t t, uint32_t delay) {
  * newest first, as far as HAK_LARGE_YOUNG_KEEP bytes; past the hold's
  * delays it goes. */
 static void young_hold(uint32_t delay) {
-  uint32_t t0 = _hak_os_now_ms();
-  char *a = _hak_large_alloc(HAK_LARGE_YOUNG_KEEP - 2 * MiB, 0, false);
+  const size_t an = HAK_LARGE_YOUNG_KEEP - 2 * MiB;
+  char *a = _hak_large_alloc(an, 0, false);
   char *c = _hak_large_alloc(3 * MiB, 0, false);
   char *b = _hak_large_alloc(3 * MiB, 0, false);
   CHECK(a && b && c);
-  CHECK(!touching(a, HAK_LARGE_YOUNG_KEEP - 2 * MiB, b, 3 * MiB));   /* their ranges cannot merge */
   if (!a || !b || !c) return;
+  CHECK(!touching(a, an, b, 3 * MiB));          /* their ranges cannot merge */
   CHECK(_hak_large_free(a, "free"));
   CHECK(_hak_large_free(b, "free"));             /* the newest */
+  uint32_t t0 = _hak_os_now_ms();                /* both freed by now: past the delay at t0 + delay */
   expire(t0, delay);                             /* too young to go; the demand's count restarts */
-  CHECK(expire(t0 + 2 * delay, delay) >= HAK_LARGE_YOUNG_KEEP - 2 * MiB);   /* b stays, a does not fit */
-  CHECKF(cached() >= (int64_t)(3 * MiB) && cached() < (int64_t)(HAK_LARGE_YOUNG_KEEP - 2 * MiB), "cached %lld KiB", (long long)cached() >> 10);
+  CHECK(expire(t0 + 2 * delay, delay) >= an);    /* b stays, a does not fit beside it */
+  CHECKF(cached() >= (int64_t)(3 * MiB) && cached() < (int64_t)an, "cached %lld KiB", (long long)cached() >> 10);
   CHECK(expire(t0 + HAK_LARGE_YOUNG_DELAYS * delay + 1000, delay) >= 3 * MiB);
   CHECK(cached() == 0);
   CHECK(_hak_large_free(c, "free"));
