@@ -81,13 +81,16 @@ static void demand_before_hold(uint32_t t, uint32_t delay) {
  * newest first, as far as HAK_LARGE_YOUNG_KEEP bytes; past the hold's
  * delays it goes. */
 static void young_hold(uint32_t delay) {
+  enum { TRIES = 4 };
   const size_t an = HAK_LARGE_YOUNG_KEEP - 2 * MiB;
-  char *a = _hak_large_alloc(an, 0, false);
-  char *c = _hak_large_alloc(3 * MiB, 0, false);
-  char *b = _hak_large_alloc(3 * MiB, 0, false);
-  CHECK(a && b && c);
-  if (!a || !b || !c) return;
-  CHECK(!touching(a, an, b, 3 * MiB));          /* their ranges cannot merge */
+  char *a = _hak_large_alloc(an, 0, false), *b = NULL, *other[TRIES] = { 0 };
+  for (unsigned k = 0; k < TRIES && a; k++) {    /* a b away from a: their ranges cannot merge */
+    char *p = _hak_large_alloc(3 * MiB, 0, false);
+    if (!b && p && !touching(a, an, p, 3 * MiB)) b = p;
+    else other[k] = p;                           /* live until the end */
+  }
+  CHECK(a && b);
+  if (!a || !b) return;
   CHECK(_hak_large_free(a, "free"));
   CHECK(_hak_large_free(b, "free"));             /* the newest */
   uint32_t t0 = _hak_os_now_ms();                /* both freed by now: past the delay at t0 + delay */
@@ -96,7 +99,7 @@ static void young_hold(uint32_t delay) {
   CHECKF(cached() >= (int64_t)(3 * MiB) && cached() < (int64_t)an, "cached %lld KiB", (long long)cached() >> 10);
   CHECK(expire(t0 + HAK_LARGE_YOUNG_DELAYS * delay + 1000, delay) >= 3 * MiB);
   CHECK(cached() == 0);
-  CHECK(_hak_large_free(c, "free"));
+  for (unsigned k = 0; k < TRIES; k++) if (other[k]) CHECK(_hak_large_free(other[k], "free"));
   _hak_large_trim();
 }
 
