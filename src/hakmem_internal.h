@@ -867,6 +867,12 @@ bool   _hak_purge_due(const struct hak_purge_policy *pp, uint32_t freed_ms, size
  * forced): a tier's own rules that spare memory by demand look at it first,
  * then _hak_purge_due, so what those rules spare takes no hold. */
 bool   _hak_purge_aged(const struct hak_purge_policy *pp, uint32_t freed_ms);
+/* Whether memory free since freed_ms was freed lately: less than
+ * HAK_PURGE_YOUNG_DELAYS base delays ago, the pass not forced. The span
+ * heap holds such runs below the process's peak (span.c, held), the Large
+ * cache up to HAK_LARGE_YOUNG_KEEP bytes of such ranges (large.c). */
+bool   _hak_purge_young(const struct hak_purge_policy *pp, uint32_t freed_ms);
+#define HAK_PURGE_YOUNG_DELAYS 20u
 void   _hak_purge_init(void);             /* after the options        */
 void   _hak_purge_tick(void);             /* slow paths call it       */
 size_t _hak_purge_all(void);              /* malloc_trim, out of memory */
@@ -950,10 +956,9 @@ size_t _hak_span_purge(const struct hak_purge_policy *pp);
  * last HAK_SPAN_DEMAND_PASSES passes, up to HAK_SPAN_DEMAND_KEEP bytes. */
 #define HAK_SPAN_DEMAND_PASSES 16u
 #define HAK_SPAN_DEMAND_KEEP   (8u << 20)
-/* It also holds runs freed less than HAK_PEAK_HOLD_DELAYS purge delays ago
- * while the process is below its peak resident set: as many bytes as fit
- * in the room between the two, less HAK_PEAK_HOLD_MARGIN. */
-#define HAK_PEAK_HOLD_DELAYS   20u
+/* It also holds runs freed lately (_hak_purge_young) while the process is
+ * below its peak resident set: as many bytes as fit in the room between
+ * the two, less HAK_PEAK_HOLD_MARGIN. */
 #define HAK_PEAK_HOLD_MARGIN   (1u << 20)
 size_t _hak_span_give(uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed);  /* page moves */
 void   _hak_span_offer(void);                     /* free runs came back for a recipient */
@@ -972,9 +977,8 @@ size_t _hak_large_usable(const void *p);              /* 0: not a large block */
 void  *_hak_large_realloc(void *p, size_t n);         /* NULL: move it yourself */
 size_t _hak_large_trim(void);
 size_t _hak_large_expire(const struct hak_purge_policy *pp);
-/* A pass keeps up to HAK_LARGE_YOUNG_KEEP bytes of the ranges freed less than
- * HAK_LARGE_YOUNG_DELAYS base delays ago (1 s at the default), newest first. */
-#define HAK_LARGE_YOUNG_DELAYS 20u
+/* A pass keeps up to HAK_LARGE_YOUNG_KEEP bytes of the ranges freed lately
+ * (_hak_purge_young: 1 s at the default delay), newest first. */
 #define HAK_LARGE_YOUNG_KEEP   (8u << 20)
 size_t _hak_large_give(uintptr_t at, size_t need, unsigned budget, unsigned *calls, int *failed);  /* page moves */
 bool   _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes);

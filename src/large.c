@@ -461,14 +461,15 @@ bool _hak_large_containing(uintptr_t a, uintptr_t *start, size_t *bytes) {
 }
 
 /* Whether range r, past the delay and not spared by the demand, stays as a
- * range freed lately: younger than HAK_LARGE_YOUNG_DELAYS base delays and
- * within the *young bytes the pass may still keep, which it takes. A
- * program that sorts with a Large buffer now and then (sqlite3's sorter
- * grows one to 2 MiB, frees it, and grows another 0.4 s later) would fault
- * its pages in again at every sort; kept, they cost no peak where other
- * classes grow meanwhile, as those take the range's pages (page moves). */
+ * range freed lately (_hak_purge_young: younger than HAK_PURGE_YOUNG_DELAYS
+ * base delays) within the *young bytes the pass may still keep, which it
+ * takes. A program that sorts with a Large buffer now and then (sqlite3's
+ * sorter grows one to 2 MiB, frees it, and grows another 0.4 s later)
+ * would fault its pages in again at every sort; kept, they cost no peak
+ * where other classes grow meanwhile, as those take the range's pages
+ * (page moves). */
 static bool young_held(const struct hak_purge_policy *pp, struct large_entry r, size_t *young) {
-  if (pp->force || pp->now_ms - r.freed_ms >= pp->base_ms * HAK_LARGE_YOUNG_DELAYS || r.bytes > *young) return false;
+  if (!_hak_purge_young(pp, r.freed_ms) || r.bytes > *young) return false;
   *young -= r.bytes;
   return true;
 }

@@ -9,7 +9,7 @@
  * span pages, Large ranges; the span heap the most of any of its last
  * HAK_SPAN_DEMAND_PASSES passes, up to HAK_SPAN_DEMAND_KEEP bytes, for a
  * compiler's bursts; and, below the process's peak resident set, runs
- * freed less than HAK_PEAK_HOLD_DELAYS delays ago that fit under that
+ * freed less than HAK_PURGE_YOUNG_DELAYS delays ago that fit under that
  * peak: span.c, held): a thread of an oversubscribed machine waits
  * longer than the delay for its turn to run, and what the current demand
  * takes again would come back as page faults and mappings. malloc_trim and
@@ -117,6 +117,10 @@ static struct hak_purge_policy policy(bool force, uint32_t now_ms, int64_t *hold
 
 bool _hak_purge_aged(const struct hak_purge_policy *pp, uint32_t freed_ms) {
   return pp->force || pp->now_ms - freed_ms >= pp->base_ms;
+}
+
+bool _hak_purge_young(const struct hak_purge_policy *pp, uint32_t freed_ms) {
+  return !pp->force && pp->now_ms - freed_ms < pp->base_ms * HAK_PURGE_YOUNG_DELAYS;
 }
 
 /* The learned delay spares memory freed more than a base delay ago only as

@@ -514,7 +514,7 @@ static uint64_t pass_keep(void) {
 }
 
 /* Below the process's peak resident set, the pages of a run freed less
- * than HAK_PEAK_HOLD_DELAYS delays ago add to that peak only if the process
+ * than HAK_PURGE_YOUNG_DELAYS delays ago add to that peak only if the process
  * climbs past it before the run is taken again: a pass holds such runs as
  * long as they fit in *room, the bytes between the resident set and its
  * high-water mark less HAK_PEAK_HOLD_MARGIN (read at the pass's first such
@@ -525,7 +525,7 @@ static uint64_t pass_keep(void) {
  * the same peak RSS, docs/experiments.md, "Span runs held below the
  * process's peak RSS"). */
 static bool held(const struct hak_purge_policy *pp, const struct span_page *e, int64_t *room) {
-  if (pp->force || pp->now_ms - e->freed_ms >= pp->base_ms * HAK_PEAK_HOLD_DELAYS) return false;
+  if (!_hak_purge_young(pp, e->freed_ms)) return false;
   if (*room < 0) {
     size_t r = _hak_os_peak_room();
     *room = r > HAK_PEAK_HOLD_MARGIN ? (int64_t)(r - HAK_PEAK_HOLD_MARGIN) : 0;

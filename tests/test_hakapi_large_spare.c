@@ -77,7 +77,7 @@ static void demand_before_hold(uint32_t t, uint32_t delay) {
   _hak_large_trim();
 }
 
-/* A range freed less than HAK_LARGE_YOUNG_DELAYS delays ago stays, the
+/* A range freed less than HAK_PURGE_YOUNG_DELAYS delays ago stays, the
  * newest first, as far as HAK_LARGE_YOUNG_KEEP bytes; past the hold's
  * delays it goes. */
 static void young_hold(uint32_t delay) {
@@ -97,7 +97,7 @@ static void young_hold(uint32_t delay) {
   expire(t0, delay);                             /* too young to go; the demand's count restarts */
   CHECK(expire(t0 + 2 * delay, delay) >= an);    /* b stays, a does not fit beside it */
   CHECKF(cached() >= (int64_t)(3 * MiB) && cached() < (int64_t)an, "cached %lld KiB", (long long)cached() >> 10);
-  CHECK(expire(t0 + HAK_LARGE_YOUNG_DELAYS * delay + 1000, delay) >= 3 * MiB);
+  CHECK(expire(t0 + HAK_PURGE_YOUNG_DELAYS * delay + 1000, delay) >= 3 * MiB);
   CHECK(cached() == 0);
   for (unsigned k = 0; k < TRIES; k++) if (other[k]) CHECK(_hak_large_free(other[k], "free"));
   _hak_large_trim();

@@ -1,5 +1,5 @@
 /* Below the process's peak resident set, the span heap's purge holds runs
- * freed less than HAK_PEAK_HOLD_DELAYS purge delays ago (span.c, held):
+ * freed less than HAK_PURGE_YOUNG_DELAYS purge delays ago (span.c, held):
  *  - _hak_os_peak_room reads the room between the resident set and its
  *    high-water mark: 64 MiB written and unmapped leave at least most of it;
  *  - with that room, runs freed past the delay (and past the recent demand's
@@ -22,9 +22,9 @@ static void check_hold(uint32_t now, uint32_t delay, uint64_t freed) {
   for (unsigned k = 0; k <= HAK_SPAN_DEMAND_PASSES; k++) span_pass_at(now + delay + 1);
   CHECKF(span_dirty() >= freed, "below the peak, %llu KiB of %llu KiB freed runs resident past the delay",
          (unsigned long long)span_dirty() >> 10, (unsigned long long)freed >> 10);
-  span_pass_at(now + delay * HAK_PEAK_HOLD_DELAYS);
+  span_pass_at(now + delay * HAK_PURGE_YOUNG_DELAYS);
   CHECKF(span_dirty() == 0, "%llu KiB still resident %u delays after their free",
-         (unsigned long long)span_dirty() >> 10, HAK_PEAK_HOLD_DELAYS);
+         (unsigned long long)span_dirty() >> 10, HAK_PURGE_YOUNG_DELAYS);
 }
 
 int main(void) {
@@ -37,10 +37,10 @@ int main(void) {
   for (unsigned k = 0; k <= HAK_SPAN_DEMAND_PASSES; k++) span_pass_at(now + delay + 1);
   CHECKF(span_dirty() <= HAK_SPAN_DEMAND_KEEP, "a freed 32 MiB peak: %llu KiB resident past the delay",
          (unsigned long long)span_dirty() >> 10);
-  span_pass_at(now + delay * HAK_PEAK_HOLD_DELAYS);
+  span_pass_at(now + delay * HAK_PURGE_YOUNG_DELAYS);
   for (unsigned i = 0; i < SPAN_MOST; i++) hak_free(peak[i]);
   _hak_front_spans_flush(_hak_thread_tls.heap);
-  span_pass_at(now + delay * HAK_PEAK_HOLD_DELAYS);
+  span_pass_at(now + delay * HAK_PURGE_YOUNG_DELAYS);
   CHECKF(span_dirty() == 0, "%llu KiB resident after the peak's last blocks went", (unsigned long long)span_dirty() >> 10);
 
   /* Room made by hand: 64 MiB written, then unmapped. */

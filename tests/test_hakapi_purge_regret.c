@@ -38,9 +38,9 @@ static int64_t refaulted(void) { return atomic_load(&_hak_stats_gauges.bytes_reg
 #define BLOCK (2u << 20)   /* Large: past the span heap's 1 MiB */
 
 /* The time after which a freed range is neither under the delay nor one
- * the Large cache keeps as freed lately (HAK_LARGE_YOUNG_DELAYS base delays). */
+ * the Large cache keeps as freed lately (HAK_PURGE_YOUNG_DELAYS base delays). */
 static uint32_t past_holds(void) {
-  uint32_t young = HAK_LARGE_YOUNG_DELAYS * (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS);
+  uint32_t young = HAK_PURGE_YOUNG_DELAYS * (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS);
   return (_hak_purge_delay_now() > young ? _hak_purge_delay_now() : young) + 1;
 }
 
