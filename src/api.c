@@ -76,6 +76,15 @@ static int live_class(void *p, const char *call) {
   return c;
 }
 
+/* Debug builds: a span block marked zero reads 0 past word 2. */
+static void span_zero_check(const void *p) {
+  if (!HAK_DEBUG) return;
+  int c = _hak_span_class(p);
+  HAK_ASSERT(c >= 0);
+  const uint64_t *w = p, *end = (const uint64_t *)((uintptr_t)p + _hak_classes[c].size);
+  for (w += 3; w < end; w++) HAK_ASSERT(*w == 0);
+}
+
 /* The first step of the slow free: a used span block (span.c) goes on this
  * thread's list while the list has credit, with the checks of the inline
  * free (block start, not already free). 1: pushed; -1: a valid, not-free
@@ -89,6 +98,7 @@ static inline int span_push(void *p, unsigned *f) {
   uint32_t o = (uint32_t)a;
   *f = HAK_RACY_LOAD(_hak_span_front[o >> HAK_SPAN_PAGE_SHIFT]);
   if (*f == 0 || (o & (HAK_SPAN_PAGE - 1)) != hak_span_start_offset(o) || b[1] == key) return 0;
+  b[2] = NULL;                                  /* no longer known to be zero */
   if (HAK_HARDENED || !hak_home_push(*f + HAK_HOME_BASE, b)) return -1;   /* hardened: the delay first */
   b[1] = key;
 #if HAK_FAST_STATS
@@ -202,7 +212,13 @@ HAK_API void *hak_calloc(size_t count, size_t size) {
     return request_alloc(&(struct request){ n, 0, -1, true });   /* Large zeroes only dirty bytes */
   }
   void *p = hak_malloc_inline(n);
-  if (p) memset(p, 0, n);
+  if (!p) return p;
+  if (!HAK_TRACK && n > HAK_SPAN_PAGE && ((void **)p)[2] == HAK_ZERO_MARK &&
+      (uintptr_t)p >> HAK_REGION_SHIFT == HAK_SPAN_SLOT) {   /* fresh pages (span.c) */
+    span_zero_check(p);
+    n = 3 * sizeof(void *);
+  }
+  memset(p, 0, n);
   return p;
 }
 

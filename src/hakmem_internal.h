@@ -950,6 +950,13 @@ static inline uint32_t hak_span_start_offset(uint32_t o) {
 unsigned _hak_span_take(unsigned c, unsigned max, void **chain);  /* 0: out of memory */
 void   _hak_span_return(unsigned c, void *chain);
 int    _hak_span_class(const void *p);            /* -1: not a block start, -2: freed */
+/* Word 2 of a span block that the heap hands out (_hak_span_take) holds
+ * HAK_ZERO_MARK when every byte of its run but words 0 to 2 is zero (the
+ * run was taken from pages not resident: fresh, purged or mapped again,
+ * and no page move filled it), else NULL; the slow free (api.c
+ * span_push) clears it before the block can be handed out again. So a
+ * calloc that gets a block marked zeroes three words, not the block. */
+#define HAK_ZERO_MARK ((void *)((uintptr_t)HAK_FREE_KEY ^ 1))
 bool   _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
 size_t _hak_span_purge(const struct hak_purge_policy *pp);
 /* A pass spares as many pages as the span heap handed out in one of the

@@ -246,9 +246,10 @@ static bool moved_note(uint32_t i) {
 
 /* Span pages [i, i + len), about to be handed out and not resident, take
  * the resident pages of class slabs (superslab.c), then of cached Large
- * ranges (large.c), one range at a time,
- * each marked where it starts. false when a refused move left a hole. */
-static bool run_fill(uint32_t i, uint32_t len) {
+ * ranges (large.c), one range at a time, each marked where it starts;
+ * *moved: the bytes moved in (not zero). false when a refused move left a
+ * hole. */
+static bool run_fill(uint32_t i, uint32_t len, size_t *moved) {
   unsigned budget = _hak_superslab_move_budget(), calls = 0;
   size_t need = (size_t)len << HAK_SPAN_PAGE_SHIFT, got = 0;
   long marked = 0;
@@ -264,12 +265,14 @@ static bool run_fill(uint32_t i, uint32_t len) {
     got += n;
   }
   _hak_superslab_moved(marked, got, failed);
+  *moved = got;
   return failed < 2;
 }
 
 /* A used run of len span pages for class c, or SPAN_NONE when the slot is full
- * or the kernel refuses. */
-static uint32_t run_alloc(uint32_t len, unsigned c) {
+ * or the kernel refuses; *zero: its pages read 0 (none was resident, none
+ * moved in). */
+static uint32_t run_alloc(uint32_t len, unsigned c, bool *zero) {
   uint32_t i = best_fit(len), fresh = SPAN_NONE;   /* where its pages are not resident */
   if (i != SPAN_NONE) {
     struct span_page e = span.page[i];
@@ -303,11 +306,13 @@ static uint32_t run_alloc(uint32_t len, unsigned c) {
   span.page[i].unmapped = 0;                 /* mapped again above, or never unmapped */
   span.page[i].moved = 0;
   span.taken += len;
+  size_t moved = 1;
   if (fresh != SPAN_NONE && fresh < i + len) {
     _hak_purge_recent_fresh(&span.purged, (size_t)(i + len - fresh) << HAK_SPAN_PAGE_SHIFT,
                             (size_t)len << HAK_SPAN_PAGE_SHIFT);
-    if (!run_fill(fresh, i + len - fresh)) return SPAN_NONE;   /* a hole: the run is never handed out */
+    if (!run_fill(fresh, i + len - fresh, &moved)) return SPAN_NONE;   /* a hole: the run is never handed out */
   }
+  *zero = fresh == i && moved == 0;
   return i;
 }
 
@@ -383,14 +388,16 @@ static uintptr_t block_at(uint32_t i) {
 }
 
 /* Up to max blocks of span class c as a list linked through word 0, each with
- * word 1 = the free key. Returns how many (0: out of memory). */
+ * word 1 = the free key and word 2 = HAK_ZERO_MARK or NULL. Returns how many
+ * (0: out of memory). */
 unsigned _hak_span_take(unsigned c, unsigned max, void **chain) {
   uint32_t runs[SPAN_BATCH_MAX], pages = class_pages(c);
+  bool zero[SPAN_BATCH_MAX];
   unsigned got = 0;
   if (max > SPAN_BATCH_MAX) max = SPAN_BATCH_MAX;
   hak_lock(&_hak_lock_set.span);
   span_open();
-  while (got < max && (runs[got] = run_alloc(pages, c)) != SPAN_NONE) got++;
+  while (got < max && (runs[got] = run_alloc(pages, c, &zero[got])) != SPAN_NONE) got++;
   span_check();
   hak_unlock(&_hak_lock_set.span);
   void *list = NULL;
@@ -398,6 +405,7 @@ unsigned _hak_span_take(unsigned c, unsigned max, void **chain) {
     void **b = (void **)block_at(runs[k]);
     hak_link_set(b, list);
     b[1] = HAK_FREE_KEY;
+    b[2] = zero[k] ? HAK_ZERO_MARK : NULL;
     list = b;
   }
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak,
@@ -418,6 +426,7 @@ void _hak_span_return(unsigned c, void *chain) {
   for (void **b = chain, **next; b; b = next, n++) {
     next = hak_link_next(b, c);
     b[1] = NULL;
+    b[2] = NULL;
     uint32_t i = (uint32_t)(((uintptr_t)b - SPAN_BASE) >> HAK_SPAN_PAGE_SHIFT);
     HAK_ASSERT((uintptr_t)b == block_at(i) && span.page[i].state == SPAN_USED && *front_of(i) == HAK_FRONT(c));
     run_free(i, now);

@@ -12,7 +12,9 @@
  *    blocks fault in far fewer pages than they cover;
  *  - the 256-byte class works on, from slabs whose pages moved away, and
  *    its new blocks hold what is written to them;
- *  - freed span blocks (100 KiB) give their pages to a Tiny class too;
+ *  - freed span blocks (100 KiB) give their pages to a Tiny class too,
+ *    and a Tiny class's freed slabs to fresh span runs, where a calloc
+ *    reads 0;
  *  - HAKMEM_PAGE_MOVES=4 bounds the moved ranges (each may cost the kernel
  *    two mappings): 4 slabs' pages move, not 8 MiB;
  *  - a freed Large block gives its pages to a Tiny class at once: they
@@ -177,6 +179,23 @@ static void check_moves(void) {
   fprintf(stderr, "100 KiB -> 1 KiB: %ld KiB moved\n", moved / 1024);
   if (moves) CHECKF(moved >= FILL / 4, "%ld bytes moved from the span heap", moved);
   CHECK(check_and_free(b, n, 1024));
+  /* Slab pages move into fresh span runs: a calloc there reads 0 (the
+   * run is not marked as zero pages, span.c _hak_span_zero). */
+  CHECK(in_thread(256, FILL, true));
+  moved0 = counter("bytes_moved");
+  size_t spans = 4 * FILL / (100 * 1024);     /* past the free runs of the span blocks above */
+  unsigned char **z = malloc(spans * sizeof *z);
+  bool zero = true;
+  for (size_t i = 0; i < spans; i++) {
+    z[i] = calloc(1, 100 * 1024);
+    for (size_t j = 0; z[i] && j < 100 * 1024; j++) zero &= z[i][j] == 0;
+  }
+  moved = counter("bytes_moved") - moved0;
+  fprintf(stderr, "256 B -> 100 KiB callocs: %ld KiB moved\n", moved / 1024);
+  if (moves) CHECKF(moved >= FILL / 4, "%ld bytes moved into the span heap", moved);
+  CHECKF(zero, "a calloc of a span block that took moved pages is not all 0");
+  for (size_t i = 0; i < spans; i++) free(z[i]);
+  free(z);
 }
 
 /* HAKMEM_PAGE_MOVES=4: at most 4 ranges outstanding, each at most a slab's
