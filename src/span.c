@@ -30,6 +30,7 @@
 #include <string.h>
 
 #define SPAN_GROW        (2u << 20)          /* bytes mapped at a time            */
+#define SPAN_GROW_PAGES  (SPAN_GROW >> HAK_SPAN_PAGE_SHIFT)
 #define SPAN_BUCKETS     258u                /* free runs of 1..257 OS pages; [0]: longer */
 #define SPAN_NONE        UINT32_MAX
 #define SPAN_BATCH_MAX   64u                 /* runs one take hands out           */
@@ -486,8 +487,14 @@ static void purge_entries(const void *from, const void *to, const void *end) {
 }
 
 /* A purged free run at the top goes back to the OS with its address space
- * (an address-space limit counts it), as do the mapped pages above the top. */
-static void span_unmap_top(void) {
+ * (an address-space limit counts it), as do the mapped pages above the top —
+ * but for up to SPAN_GROW of them (none when forced), which hold no
+ * resident page: the heap's next growth would map them again at once, and
+ * their table pages, purged, would fault in again (clang++: 41 unmaps and
+ * maps of the top a run, 47 table purges; docs/experiments.md, "The span
+ * heap keeps its top's address space"). A run given back already (unmapped)
+ * leaves a hole: then nothing above the top stays. */
+static void span_unmap_top(bool force) {
   uint32_t top = atomic_load_explicit(&span.top, memory_order_relaxed), unmap_from = top;
   if (top && span.page[top - 1].state == SPAN_FREE) {
     uint32_t len = span.page[top - 1].len, start = top - len;
@@ -498,11 +505,15 @@ static void span_unmap_top(void) {
     atomic_store_explicit(&span.top, start, memory_order_release);
     top = start;
   }
-  if (span.mapped > top) {                  /* their page table and front entries (all 0) */
-    if (span.mapped > unmap_from) pages_unmap(unmap_from, span.mapped - unmap_from);
-    purge_entries(&span.page[top], &span.page[span.mapped], &span.page[HAK_SPAN_PAGES]);
-    purge_entries(front_of(top), front_of(span.mapped), front_of(HAK_SPAN_PAGES));
-    span.mapped = top;
+  uint32_t kept = top;                      /* [top, kept) stays mapped */
+  if (!force && unmap_from == top)
+    kept = span.mapped - top > SPAN_GROW_PAGES ? top + SPAN_GROW_PAGES : span.mapped;
+  if (span.mapped > kept) {                 /* their page table and front entries (all 0) */
+    uint32_t from = unmap_from > kept ? unmap_from : kept;
+    if (span.mapped > from) pages_unmap(from, span.mapped - from);
+    purge_entries(&span.page[kept], &span.page[span.mapped], &span.page[HAK_SPAN_PAGES]);
+    purge_entries(front_of(kept), front_of(span.mapped), front_of(HAK_SPAN_PAGES));
+    span.mapped = kept;
   }
 }
 
@@ -587,7 +598,7 @@ size_t _hak_span_purge(const struct hak_purge_policy *pp) {
       e->moved = 0;
     }
   if (!pp->force) _hak_purge_recent_add(&span.purged, released, largest, pp->now_ms);
-  span_unmap_top();
+  span_unmap_top(pp->force);
   atomic_store_explicit(&span.may_give, left_dirty, memory_order_relaxed);
   span_check();
   hak_unlock(&_hak_lock_set.span);

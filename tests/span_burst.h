@@ -25,14 +25,14 @@ int clock_gettime(clockid_t id, struct timespec *ts) {
 #define SPAN_BLOCK (512u * 1024u)
 #define SPAN_MOST 64u
 
-static uint64_t span_dirty(void) {
+static inline uint64_t span_dirty(void) {
   struct hak_span_stats s;
   _hak_span_stats(&s);
   return s.dirty_bytes;
 }
 
 /* A purge pass (not forced) at time now, with the default delay. */
-static void span_pass_at(uint32_t now) {
+static inline void span_pass_at(uint32_t now) {
   uint32_t delay = (uint32_t)_hak_options_get(HAK_OPT_PURGE_DELAY_MS);
   struct hak_purge_policy pp = { .force = false, .now_ms = now, .delay_ms = delay, .base_ms = delay, .keep = 0 };
   _hak_span_purge(&pp);
@@ -41,7 +41,7 @@ static void span_pass_at(uint32_t now) {
 /* 2n blocks of SPAN_BLOCK written; every second one freed and the thread's
  * span lists back to the span heap: n free runs apart (a live block between
  * two, so they do not merge). The others stay, in live. */
-static void span_burst(unsigned n, void **live) {
+static inline void span_burst(unsigned n, void **live) {
   void *blocks[2 * SPAN_MOST];
   for (unsigned i = 0; i < 2 * n; i++) {
     blocks[i] = hak_malloc(SPAN_BLOCK);
