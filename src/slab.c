@@ -165,6 +165,7 @@ static void populate_range(const struct hak_slab *s, uint32_t size, uint32_t fro
 static unsigned carve_blocks(struct hak_slab *s, uint32_t size, unsigned m, void **list) {
   uint32_t left = s->capacity - s->carved;
   unsigned n = m < left ? m : left;
+  HAK_ASSERT(n >= 1);                       /* m >= 1 and s not fully carved: tail is set below */
   if (s->ahead) {
     struct hak_slab_cold *cold = hak_slab_cold(s);
     if (s->carved + n > cold->populated) {
