@@ -9,7 +9,9 @@
 /* ---- routing ------------------------------------------------------------------ */
 static void *route_alloc(size_t n) {
   if (n > HAK_MID_MAX) return _hak_large_alloc(n, 0, false);
-  void *p = _hak_front_alloc_slow(_hak_class_of_size(n));   /* pops first */
+  unsigned c = _hak_class_of_size(n);
+  _hak_class_split_sample(n, c);
+  void *p = _hak_front_alloc_slow(c);   /* pops first */
   if (HAK_UNLIKELY(!p) && n > HAK_L2_MAX) p = _hak_large_alloc(n, 0, false);   /* span slot full or taken */
   return p;
 }

@@ -11,16 +11,20 @@ struct hak_class _hak_classes[HAK_NCLS];
 HAK_ZERO_TABLE _Alignas(HAK_PAGE_MIN) hak_size_entry_t _hak_class_front_of_size[HAK_TABLE_ENTRIES];
 static bool size_table_whole;           /* written whole at start: never released */
 
-/* Block sizes: four classes per doubling (at most 25% apart), plus the L2
- * bridge classes at 40, 46 and 52 KiB between 32 KiB and the L2.5 tier, and
- * 1152: a 1 KiB buffer behind a header of its own (sqlite's temporary
- * b-tree pages behind its 8-byte size prefix, 1,032 bytes) took a 1,280-byte
- * block, and at sqlite's peak 14 MB of them cost 3.4 MB (docs/experiments.md,
- * "A class for 1 KiB and a header"). */
+/* Block sizes: four classes per doubling (at most 25% apart), eight from
+ * 256 to 512 B, plus the L2 bridge classes at 40, 46 and 52 KiB between
+ * 32 KiB and the L2.5 tier, and 1152: a 1 KiB buffer behind a header of its
+ * own (sqlite's temporary b-tree pages behind its 8-byte size prefix, 1,032
+ * bytes) took a 1,280-byte block, and at sqlite's peak 14 MB of them cost
+ * 3.4 MB (docs/experiments.md, "A class for 1 KiB and a header"). Between
+ * 256 and 512 B, where a program's records often are (jq's values of 272
+ * and 392 bytes, 250,000 live at its peak, took 320 and 448), the classes
+ * are 32 bytes apart, as tcmalloc's (docs/experiments.md, "Classes 32 bytes
+ * apart from 256 to 512 B"). */
 static const uint32_t class_sizes[HAK_NCLS] = {
-  /* Tiny  C0..C24 */
-  16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512,
-  640, 768, 896, 1024, 1152, 1280, 1536, 1792, 2048,
+  /* Tiny  C0..C28 */
+  16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 288, 320, 352, 384,
+  416, 448, 480, 512, 640, 768, 896, 1024, 1152, 1280, 1536, 1792, 2048,
   /* L2 */
   2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288, 14336, 16384,
   20480, 24576, 28672, 32768, 40960, 47104, 53248,
@@ -33,7 +37,8 @@ static const uint32_t class_sizes[HAK_NCLS] = {
  * would sit at the same small offsets in every class and fight for the same
  * cache sets while the rest of the L2 stayed empty. The first slab a Tiny
  * class's region hands out (its slab color, below) carves from the block
- * HAK_CARVE_COLOR * c bytes in (modulo the slab), wrapping around: 5 times
+ * HAK_CARVE_COLOR * color_index(c) bytes in (modulo the slab), wrapping
+ * around: 5 times
  * 4 KiB and 3 cache lines apart, the Tiny classes start on 16 different
  * 4 KiB of a 64 KiB slab and different L1 sets (docs/experiments.md;
  * cachegrind on random_mixed: misses of a 512 KiB cache 17x fewer). Later
@@ -50,12 +55,12 @@ static const uint32_t class_sizes[HAK_NCLS] = {
  * areas of 256 KiB read at random, 4 GiB apart: 3.1 ns a read; each 64 KiB
  * further along than the last: 1.0 ns, as side by side). So a region's
  * first SuperSlab hands out its slabs from the one that holds its byte
- * HAK_SLAB_COLOR * c (modulo the SuperSlab) on, wrapping once: class c's
- * hot pages start about c * 176 KiB in, and the carve color above moves
- * each within its slab. 176, not 192 (the first measure): with 25 Tiny
- * classes and 16 KiB OS pages, whose Tiny slabs are not all 64 KiB, 192 put
- * two classes on one page; test_hakapi_classes checks it at every page size
- * test_pagesize.sh runs. */
+ * HAK_SLAB_COLOR * color_index(c) (modulo the SuperSlab) on, wrapping once:
+ * class c's hot pages start about color_index(c) * 176 KiB in, and the
+ * carve color above moves each within its slab. 176, not 192 (the first
+ * measure): with 25 Tiny classes (29 now) and 16 KiB OS pages, whose Tiny
+ * slabs are not all 64 KiB, 192 put two classes on one page;
+ * test_hakapi_classes checks it at every page size test_pagesize.sh runs. */
 #define HAK_SLAB_COLOR (11u * 16 * 1024)
 
 /* Blocks of 4 KiB and more would all start at the same offset in 4 KiB, so
@@ -92,6 +97,23 @@ _Static_assert(HAK_COLOR_PAD % HAK_TABLE_STEP == 0, "padded sizes stay multiples
  * slab holds, 16-byte ones in the largest of the sizes above. */
 _Static_assert((HAK_SLAB_TARGET > HAK_SLAB_MIN_PAGES * HAK_PAGE_MAX ? HAK_SLAB_TARGET : HAK_SLAB_MIN_PAGES * HAK_PAGE_MAX) / 16
                <= UINT16_MAX, "a slab's blocks fit its 16-bit counts");
+
+/* The split classes (HAK_SPLIT_FIRST + 2i: 288, 352, 416, 480 B; their
+ * policy is below, after the size table). */
+static bool is_split(unsigned c) {
+  return c >= HAK_SPLIT_FIRST && c < HAK_SPLIT_FIRST + 2 * HAK_NSPLIT && (c - HAK_SPLIT_FIRST) % 2 == 0;
+}
+
+/* A class's place in the colors below: the split classes come after the
+ * other Tiny classes, so that every other class keeps the colors it had
+ * before there were split classes (with them in size order, the blocks of
+ * 512 B, 1 KiB and up moved to other cache sets, and bench_allocators'
+ * mixed lost 1.4%). */
+static unsigned color_index(unsigned c) {
+  if (is_split(c)) return HAK_NTINY - HAK_NSPLIT + (c - HAK_SPLIT_FIRST) / 2;
+  unsigned below = c <= HAK_SPLIT_FIRST ? 0 : (c - HAK_SPLIT_FIRST + 1) / 2;
+  return c - (below < HAK_NSPLIT ? below : HAK_NSPLIT);
+}
 
 static uint64_t gcd64(uint64_t a, uint64_t b) { while (b) { uint64_t t = a % b; a = b; b = t; } return a; }
 
@@ -143,8 +165,8 @@ static void class_geometry(unsigned c) {
   k->magic = UINT64_MAX / size + 1 + ((size & (size - 1)) == 0);   /* floor(2^64 / size) + 1 */
   k->magic_unit = k->magic * size;
   HAK_ASSERT(k->magic_unit >= 1 && k->magic_unit <= size && k->magic > HAK_REGION_BYTES + size);
-  k->carve_first = c < HAK_NTINY ? (uint32_t)((c * HAK_CARVE_COLOR) % slab / size) : 0;
-  k->first_slab = (uint32_t)(c * (uint64_t)HAK_SLAB_COLOR % k->ss_bytes / slab);
+  k->carve_first = c < HAK_NTINY ? (uint32_t)((color_index(c) * HAK_CARVE_COLOR) % slab / size) : 0;
+  k->first_slab = (uint32_t)(color_index(c) * (uint64_t)HAK_SLAB_COLOR % k->ss_bytes / slab);
   HAK_ASSERT(k->carve_first < k->slab_blocks && k->first_slab < k->ss_slabs);
   /* The invariants of struct hak_class that depend on the OS page. */
   HAK_ASSERT(k->ss_bytes % page == 0 && ss <= 256 && slab >= HAK_SLAB_MIN_PAGES * page);
@@ -155,6 +177,55 @@ static void class_geometry(unsigned c) {
 void _hak_class_init(void) {
   HAK_ASSERT(_hak_os_page >= HAK_PAGE_MIN && _hak_os_page <= HAK_PAGE_MAX);   /* _hak_os_page_init first */
   for (unsigned c = 0; c < HAK_NCLS; c++) class_geometry(c);
+}
+
+/* ---- split classes ---------------------------------------------------------
+ * Classes 32 bytes apart cut the rounding of sizes from 256 to 512 B by
+ * half, but a program whose sizes spread evenly over them (larson) holds
+ * twice the partly used slabs: its peak RSS rose 16% and its time fell 3%
+ * when every size used them (docs/experiments.md, "Split classes from 256
+ * to 512 B"). So each split class (HAK_SPLIT_FIRST + 2i: 288, 352, 416,
+ * 480) is idle at first, its sizes served by the class above (its coarse
+ * class). A thread's slow paths sample the sizes asked of the coarse class;
+ * when at least HAK_SPLIT_LOW of HAK_SPLIT_SAMPLES would fit the split
+ * class (a program's records of one size: jq's 272 and 392-byte values,
+ * 250,000 live at its peak), the split class serves its sizes from then on,
+ * in every thread: the size table's entries for them name its list. Blocks
+ * of the coarse class stay valid for those sizes, so a thread that reads
+ * an entry before the change only gets a bigger block. */
+#define HAK_SPLIT_SAMPLES 256u
+#define HAK_SPLIT_LOW     192u
+static _Atomic uint32_t split_active;     /* bit i: split class i serves */
+
+bool _hak_class_serves(unsigned c) {
+  return !is_split(c) || (atomic_load_explicit(&split_active, memory_order_relaxed) >> ((c - HAK_SPLIT_FIRST) / 2) & 1);
+}
+
+/* The smallest serving class whose blocks hold n bytes (n <= HAK_MID_MAX). */
+static unsigned class_serving(size_t n) {
+  unsigned c = 0;
+  while (_hak_classes[c].size < n || !_hak_class_serves(c)) c++;
+  return c;
+}
+
+static void split_activate(unsigned i) {
+  unsigned s = HAK_SPLIT_FIRST + 2 * i;
+  if (atomic_fetch_or(&split_active, 1u << i) & (1u << i)) return;
+  size_t lo = hak_table_index(_hak_classes[s - 1].size + 1), hi = hak_table_index(_hak_classes[s].size);
+  for (size_t k = lo; k <= hi; k++)          /* entries not written yet: their fill sees the bit */
+    if (__atomic_load_n(&_hak_class_front_of_size[k], __ATOMIC_RELAXED))
+      __atomic_store_n(&_hak_class_front_of_size[k], hak_prim_entry(HAK_FRONT(s)), __ATOMIC_RELAXED);
+}
+
+/* A slow-path malloc of n bytes, served by class c. */
+void _hak_class_split_sample(size_t n, unsigned c) {
+  struct hak_heap *h = _hak_thread_tls.heap;
+  if (!h || !is_split(c - 1) || _hak_class_serves(c - 1)) return;
+  unsigned i = (c - 1 - HAK_SPLIT_FIRST) / 2;
+  h->split_low[i] += n <= _hak_classes[c - 1].size;
+  if (++h->split_seen[i] < HAK_SPLIT_SAMPLES) return;
+  if (h->split_low[i] >= HAK_SPLIT_LOW) split_activate(i);
+  h->split_seen[i] = h->split_low[i] = 0;
 }
 
 /* The table is written 4 KiB at a time, whatever the OS page. */
@@ -170,7 +241,7 @@ static void front_of_size_fill(size_t i) {
   if (last >= HAK_TABLE_ENTRIES) last = HAK_TABLE_ENTRIES - 1;
   unsigned c = 0;
   for (size_t m = first; m <= last; m++) {
-    while (_hak_classes[c].size < m * HAK_TABLE_STEP) c++;
+    while (_hak_classes[c].size < m * HAK_TABLE_STEP || !_hak_class_serves(c)) c++;
     __atomic_store_n(&_hak_class_front_of_size[m], hak_prim_entry(HAK_FRONT(c)), __ATOMIC_RELAXED);
   }
 }
@@ -207,11 +278,11 @@ unsigned _hak_class_of_size(size_t n) {
     /* Not read back: a malloc_trim in another thread (one out of memory)
      * may have zeroed the page again, and entry 0 is no class (it read as
      * class 139 and divided by 0 under `ulimit -v` with 4 threads). */
-    unsigned c = 0;
-    while (_hak_classes[c].size < n) c++;
-    return c;
+    return class_serving(n);
   }
-  return hak_prim_front(e) - 1;
+  unsigned c = hak_prim_front(e) - 1;
+  HAK_ASSERT(c < HAK_NCLS && _hak_classes[c].size >= n && _hak_class_serves(c));   /* the entry's sizes fit its class */
+  return c;
 }
 
 /* The smallest class whose blocks hold n bytes and all start at a multiple
@@ -219,6 +290,6 @@ unsigned _hak_class_of_size(size_t n) {
 int _hak_class_for_aligned(size_t n, size_t align) {
   if (n > HAK_MID_MAX || align > HAK_MID_MAX) return -1;
   for (unsigned c = _hak_class_of_size(n); c < HAK_NCLS; c++)
-    if (_hak_classes[c].size % align == 0) return (int)c;
+    if (_hak_classes[c].size % align == 0 && _hak_class_serves(c)) return (int)c;
   return -1;
 }

@@ -125,10 +125,15 @@
 #define HAK_TINY_MAX     2048u              /* Tiny: 1 B .. 2 KiB            */
 #define HAK_L2_MAX       (52u * 1024)       /* L2: .. 32 KiB + bridge to 52  */
 #define HAK_MID_MAX      (1024u * 1024)     /* L2.5: .. 1 MiB; Large above   */
-#define HAK_NTINY        25                 /* classes C0..C24               */
+#define HAK_NTINY        29                 /* classes C0..C28               */
 #define HAK_NL2          19
 #define HAK_NL25         17
 #define HAK_NCLS         (HAK_NTINY + HAK_NL2 + HAK_NL25)
+/* Split classes (class.c): C12, C14, C16, C18 (288, 352, 416 and 480 B)
+ * serve the lower part of the next class's sizes once a program's requests
+ * of that class gather there. */
+#define HAK_SPLIT_FIRST  12u
+#define HAK_NSPLIT       4u
 #define HAK_MIN_ALIGN    16u
 /* Pages. The OS page, the unit of mmap, munmap, madvise and mprotect, is
  * known at init only: the kernel's, or a bigger power of two asked for by
@@ -235,8 +240,8 @@ static inline __attribute__((always_inline)) bool hak_block_test(uint32_t x, uin
 #else
 #define HAK_HOME_BASE    0u                 /* small address spaces, ThreadSanitizer's ranges */
 #endif
-#define HAK_FIRST_SLOT   (HAK_HOME_BASE + 64u)
-_Static_assert(HAK_NFRONT <= 64, "home slots end below HAK_FIRST_SLOT");
+#define HAK_FIRST_SLOT   (HAK_HOME_BASE + 80u)
+_Static_assert(HAK_NFRONT < 80, "the home slots and the span slot end below HAK_FIRST_SLOT");
 struct hak_map {
   uint64_t limit[HAK_REGION_SLOTS];
   uint64_t magic[HAK_REGION_SLOTS];
@@ -685,9 +690,10 @@ struct hak_tls {
 #define HAK_LIST(c)   (_hak_thread_tls.head[HAK_FRONT(c)])
 #define HAK_CREDIT(c) (_hak_thread_tls.credit[HAK_FRONT(c)])
 extern __thread struct hak_tls _hak_thread_tls __attribute__((tls_model("initial-exec")));
-/* A dlopen()ed libhakmem gets its initial-exec TLS from the few hundred bytes
- * glibc keeps spare for that (test_foreign.sh does it). */
-_Static_assert(sizeof(struct hak_tls) <= 1024, "keep the thread front's TLS small");
+/* A dlopen()ed libhakmem gets its initial-exec TLS from what glibc keeps
+ * spare for that (test_foreign.sh does it): in glibc 2.36 a library with
+ * 1,700 bytes of it loads, one with 2,000 does not. */
+_Static_assert(sizeof(struct hak_tls) <= 1088, "keep the thread front's TLS small");
 
 /* The thread front's accesses that depend on the architecture and the C
  * library (the x86-64 glibc form and its portable twin): the contract is
@@ -760,6 +766,9 @@ struct hak_heap {
    * into since (slab.c; struct hak_slab's HAK_KEPT rule). Owner only;
    * empty outside a thread's life. */
   struct hak_slab *ready[HAK_NCLS];
+  /* Split classes: slow-path requests of split i's coarse class seen
+   * since the last decision, and how many of them split i could serve. */
+  uint16_t split_seen[HAK_NSPLIT], split_low[HAK_NSPLIT];
   struct hak_stats stats;
   struct hak_prof_thread prof;
 #if HAK_HARDENED
@@ -811,6 +820,8 @@ void     _hak_class_init(void);
 void     _hak_class_table_init(void);      /* after the classes */
 void     _hak_class_table_release(void);   /* malloc_trim */
 unsigned _hak_class_of_size(size_t n);               /* n <= HAK_MID_MAX      */
+bool     _hak_class_serves(unsigned c);              /* not an idle split class */
+void     _hak_class_split_sample(size_t n, unsigned c);  /* a slow-path request */
 int      _hak_class_for_aligned(size_t n, size_t align); /* -1: none          */
 
 /* ---- region.c -------------------------------------------------------------- */

@@ -18,8 +18,8 @@ HAK_ZERO_TABLE struct hak_map _hak_region_map;
 /* A class's first region is its home slot, HAK_HOME_BASE + HAK_FRONT(cls):
  * 16 TiB up on x86-64, far from where Linux puts programs, libraries, heaps
  * and stacks. Other regions (a home slot taken by someone else, or full)
- * take slots from HAK_FIRST_OTHER up. Where the home slots are low (4 to 244
- * GiB), that is 16 TiB, or HAK_FIRST_SLOT (256 GiB) when 16 TiB is beyond a
+ * take slots from HAK_FIRST_OTHER up. Where the home slots are low (4 to 264
+ * GiB), that is 16 TiB, or HAK_FIRST_SLOT (320 GiB) when 16 TiB is beyond a
  * small address space (39-bit aarch64) or ThreadSanitizer's ranges. */
 #if HAK_HOME_BASE == 0 && !defined(__SANITIZE_THREAD__)
 #define HAK_FIRST_OTHER     4096u

@@ -13,7 +13,7 @@
 static _Atomic uint64_t donor_classes;
 static _Atomic long moved_ranges;
 static _Atomic bool moves_refused;
-_Static_assert(HAK_NCLS <= 64, "one bit per class in donor_classes");
+_Static_assert(HAK_SPAN_FIRST <= 64, "one bit per slab class in donor_classes");
 
 static long moves_cap(void) {
   return atomic_load_explicit(&moves_refused, memory_order_relaxed) ? 0 : _hak_options_get(HAK_OPT_PAGE_MOVES);
@@ -295,10 +295,10 @@ void _hak_superslab_moved(long ranges, size_t bytes, int failed) {
 }
 
 /* Moves up to need bytes of the resident pages of free slabs of every
- * class but skip (HAK_NCLS: none) to at, whole OS pages; as move_from. */
+ * class but skip (HAK_NCLS or a span class: none) to at, whole OS pages; as move_from. */
 size_t _hak_superslab_give(uintptr_t at, size_t need, unsigned skip, unsigned budget, unsigned *calls, int *failed) {
   uint64_t others = atomic_load_explicit(&donor_classes, memory_order_relaxed);
-  if (skip < HAK_NCLS) others &= ~(1ull << skip);
+  if (skip < HAK_SPAN_FIRST) others &= ~(1ull << skip);
   size_t got = 0;
   while (others && got < need && !*failed && *calls < budget) {
     unsigned d = (unsigned)__builtin_ctzll(others);

@@ -3,8 +3,10 @@
  * pages, whatever the OS page: tests/test_pagesize.sh runs this test with
  * HAKMEM_PAGE_SIZE 16384 and 65536; the span classes have none),
  * the divisibility constant free
- * uses to reject interior pointers, the size lookup tables (smallest class
- * that holds n, at most 25% larger from 64 B up), and aligned classes. */
+ * uses to reject interior pointers, the size lookup tables (smallest
+ * serving class that holds n, at most 25% larger from 64 B up), split
+ * classes (idle until the sizes asked of their coarse class gather in
+ * their part), and aligned classes. */
 #include <sys/mman.h>
 #include "testing.h"
 
@@ -104,7 +106,9 @@ static void check_lookup(void) {
   for (size_t n = 0; n <= HAK_MID_MAX; n++) {
     unsigned c = _hak_class_of_size(n);
     uint32_t size = _hak_classes[c].size;
-    bool smallest = c == 0 || _hak_classes[c - 1].size < n;
+    int below = (int)c - 1;                           /* the serving class below c */
+    while (below >= 0 && !_hak_class_serves((unsigned)below)) below--;
+    bool smallest = _hak_class_serves(c) && (below < 0 || _hak_classes[below].size < n);
     bool tight = n < 64 || size * 4 <= n * 5;        /* at most 25% larger */
     bool table = n > HAK_TABLE_MAX || _hak_class_front_of_size[hak_table_index(n)] == hak_prim_entry(HAK_FRONT(c));  /* what the inline malloc reads */
     if (size < n || !smallest || !tight || !table) {
@@ -172,6 +176,7 @@ static void check_aligned(void) {
  * the list from the slot number; a freed block is marked with HAK_FREE_KEY. */
 static void check_home_slots(void) {
   for (unsigned c = 0; c < HAK_SPAN_FIRST - 1; c++) {   /* the last: check_home_taken */
+    if (!_hak_class_serves(c)) continue;              /* an idle split class: check_split */
     size_t n = _hak_classes[c].size;
     if (n > HAK_MID_MAX) n = HAK_MID_MAX;             /* the last class has the color pad on top */
     CHECKF(_hak_class_of_size(n) == c, "C%u: %zu B is class %u", c, n, _hak_class_of_size(n));
@@ -285,6 +290,45 @@ static void check_home_taken(void) {
   munmap(taken, HAK_PAGE_MIN);
 }
 
+/* Split class i (C12 + 2i, 288 to 480 B) serves nothing until a thread's
+ * slow paths see 3 in 4 of 256 requests of its coarse class (the next one)
+ * fit it; sizes spread evenly over the coarse class's range never do. Then
+ * the size table names its list for its sizes, and blocks of the coarse
+ * class given out before stay valid. */
+static void check_split(void) {
+  for (unsigned i = 0; i < HAK_NSPLIT; i++) {
+    unsigned s = HAK_SPLIT_FIRST + 2 * i, coarse = s + 1;
+    size_t low = _hak_classes[s].size - 8, high = _hak_classes[s].size + 8;
+    CHECKF(_hak_classes[s].size % 64 == 32 && _hak_classes[coarse].size == _hak_classes[s].size + 32,
+           "C%u (%u B) is not a split class of C%u", s, _hak_classes[s].size, coarse);
+    CHECKF(!_hak_class_serves(s) && _hak_class_of_size(low) == coarse, "C%u serves before any sample", s);
+    for (unsigned k = 0; k < 4096; k++) _hak_class_split_sample(k % 2 ? low : high, coarse);
+    CHECKF(!_hak_class_serves(s), "C%u serves after even samples", s);
+  }
+  /* C16 (416 B), by malloc's own slow paths: 400-byte requests. */
+  void *before = hak_malloc(400);
+  CHECK(before != NULL && hak_block_class(before) == HAK_SPLIT_FIRST + 5);
+  static void *blocks[1 << 18];
+  size_t n = 0;
+  while (n < sizeof blocks / sizeof blocks[0] && !_hak_class_serves(HAK_SPLIT_FIRST + 4))
+    blocks[n++] = hak_malloc(400);
+  CHECKF(_hak_class_serves(HAK_SPLIT_FIRST + 4), "C16 idle after %zu mallocs of 400 B", n);
+  CHECK(_hak_class_of_size(400) == HAK_SPLIT_FIRST + 4 && _hak_class_of_size(385) == HAK_SPLIT_FIRST + 4);
+  CHECK(_hak_class_of_size(417) == HAK_SPLIT_FIRST + 5);
+  CHECK(_hak_class_front_of_size[hak_table_index(400)] == hak_prim_entry(HAK_FRONT(HAK_SPLIT_FIRST + 4)));
+  void *after = hak_malloc(400);
+  CHECK(after != NULL && hak_block_class(after) == HAK_SPLIT_FIRST + 4);
+  CHECK(hak_malloc_usable_size(before) == 448 && hak_malloc_usable_size(after) == 416);
+  hak_free(before);
+  hak_free(after);
+  while (n) hak_free(blocks[--n]);
+  for (unsigned i = 0; i < HAK_NSPLIT; i++)           /* the others stay idle */
+    CHECKF(_hak_class_serves(HAK_SPLIT_FIRST + 2 * i) == (i == 2), "split class %u", i);
+  /* The rest of the classes' checks hold with a split class serving. */
+  check_home_slots();
+  check_lookup();
+}
+
 int main(void) {
   _hak_thread_init();                                 /* the OS page, then the classes */
   check_home_taken();
@@ -295,5 +339,7 @@ int main(void) {
   check_lookup();
   check_table_release();
   check_aligned();
+  check_split();
+  check_table_release();
   TEST_END();
 }
