@@ -19,8 +19,9 @@ static bool size_table_whole;           /* written whole at start: never release
  * 3.4 MB (docs/experiments.md, "A class for 1 KiB and a header"). Between
  * 256 and 512 B, where a program's records often are (jq's values of 272
  * and 392 bytes, 250,000 live at its peak, took 320 and 448), the classes
- * are 32 bytes apart, as tcmalloc's (docs/experiments.md, "Classes 32 bytes
- * apart from 256 to 512 B"). */
+ * are 32 bytes apart, as tcmalloc's, but the ones in between (the split
+ * classes, below) serve only a program whose sizes gather in them
+ * (docs/experiments.md, "Split classes from 256 to 512 B"). */
 static const uint32_t class_sizes[HAK_NCLS] = {
   /* Tiny  C0..C28 */
   16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 288, 320, 352, 384,
