@@ -7,23 +7,26 @@
 #include <limits.h>
 
 /* ---- routing ------------------------------------------------------------------ */
-static void *route_alloc(size_t n) {
+/* written: a malloc, whose caller writes the block (a span block of fresh
+ * pages faults them in at once, span.c); a calloc's stay out until used. */
+static void *route_alloc(size_t n, bool written) {
   if (n > HAK_MID_MAX) return _hak_large_alloc(n, 0, false);
   unsigned c = _hak_class_of_size(n);
   _hak_class_split_sample(n, c);
   void *p = _hak_front_alloc_slow(c);   /* pops first */
   if (HAK_UNLIKELY(!p) && n > HAK_L2_MAX) p = _hak_large_alloc(n, 0, false);   /* span slot full or taken */
+  else if (p && written && c >= HAK_SPAN_FIRST) _hak_span_fault_in(p, n);
   return p;
 }
 
 /* One allocation of the slow paths: a class block (cls >= 0: every block
  * of the class honours align), else n bytes routed by size (align 0, not
- * zeroed) or a Large block. */
-struct request { size_t n, align; int cls; bool zero; };
+ * zeroed; written as route_alloc's) or a Large block. */
+struct request { size_t n, align; int cls; bool zero, written; };
 
 static void *request_try(const struct request *r) {
   if (r->cls >= 0) return _hak_front_alloc_slow((unsigned)r->cls);
-  if (!r->align && !r->zero) return route_alloc(r->n);
+  if (!r->align && !r->zero) return route_alloc(r->n, r->written);
   return _hak_large_alloc(r->n, r->align, r->zero);
 }
 
@@ -58,14 +61,19 @@ static void *request_alloc(const struct request *r) {
   return HAK_LIKELY(p) ? p : request_retry(r);
 }
 
-/* HAK_SLOW: every malloc the inline path could not serve. */
-void *_hak_api_malloc_slow(size_t n) {
+static void *malloc_slow(size_t n, bool written) {
   struct hak_heap *h = _hak_thread_tls.heap;
   if (h) h->stats.malloc_slow++;
   _hak_purge_tick();
   if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-  return request_alloc(&(struct request){ n, 0, -1, false });
+  return request_alloc(&(struct request){ n, 0, -1, false, written });
 }
+
+/* HAK_SLOW: every malloc the inline path could not serve. */
+void *_hak_api_malloc_slow(size_t n) { return malloc_slow(n, true); }
+
+/* A calloc's list pop missed (HAK_SLOW as the malloc's). */
+static HAK_SLOW void *calloc_slow(size_t n) { return malloc_slow(n, false); }
 
 /* A live block of ours: its class (>= 0), or -1 when p is not a class block
  * start. A class block that is free is a double free of call. */
@@ -211,9 +219,14 @@ HAK_API void *hak_calloc(size_t count, size_t size) {
   if (__builtin_mul_overflow(count, size, &n)) { errno = ENOMEM; return NULL; }
   if (n > HAK_MID_MAX && !HAK_TRACK) {             /* tracked: malloc and memset */
     if (n > PTRDIFF_MAX) { errno = ENOMEM; return NULL; }
-    return request_alloc(&(struct request){ n, 0, -1, true });   /* Large zeroes only dirty bytes */
+    return request_alloc(&(struct request){ n, 0, -1, true, false });   /* Large zeroes only dirty bytes */
   }
+#if HAK_TRACK
   void *p = hak_malloc_inline(n);
+#else
+  void *p = hak_malloc_pop(n);
+  if (!p) p = calloc_slow(n);
+#endif
   if (!p) return p;
   if (!HAK_TRACK && n > HAK_SPAN_PAGE && ((void **)p)[2] == HAK_ZERO_MARK &&
       (uintptr_t)p >> HAK_REGION_SHIFT == HAK_SPAN_SLOT) {   /* fresh pages (span.c) */
@@ -287,7 +300,7 @@ static void *aligned_alloc_pow2(size_t align, size_t n) {
   hak_track_enter();
   void *p;
   int c = _hak_class_for_aligned(n, align);
-  p = request_alloc(&(struct request){ n, align, c, false });   /* c >= 0: every block of c is aligned enough */
+  p = request_alloc(&(struct request){ n, align, c, false, false });   /* c >= 0: every block of c is aligned enough */
   hak_track_leave();
   return handed_out(p, n, false);
 }

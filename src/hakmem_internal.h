@@ -968,6 +968,12 @@ int    _hak_span_class(const void *p);            /* -1: not a block start, -2: 
  * span_push) clears it before the block can be handed out again. So a
  * calloc that gets a block marked zeroes three words, not the block. */
 #define HAK_ZERO_MARK ((void *)((uintptr_t)HAK_FREE_KEY ^ 1))
+/* A malloc (not a calloc) that the slow path serves with a block marked
+ * zero is about to write it: the pages under its first n bytes, at most
+ * HAK_SPAN_FAULT_IN bytes, fault in now in one call rather than one trap a
+ * page as the program writes them (span.c). */
+void   _hak_span_fault_in(void *p, size_t n);
+#define HAK_SPAN_FAULT_IN (128u * 1024)
 bool   _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
 size_t _hak_span_purge(const struct hak_purge_policy *pp);
 /* A pass spares as many pages as the span heap handed out in one of the
@@ -1218,6 +1224,14 @@ HAK_FAST void *hak_list_pop(intptr_t e) {
   return b;
 }
 
+/* The inline malloc's list pop: the block, or NULL when the list is empty
+ * or n is past the size table. calloc shares it, with a slow path of its
+ * own (api.c). */
+HAK_FAST void *hak_malloc_pop(size_t n) {
+  if (HAK_LIKELY(n <= HAK_TABLE_MAX)) return hak_list_pop(HAK_RACY_LOAD(_hak_class_front_of_size[hak_table_index(n)]));
+  return NULL;
+}
+
 /* HAK_FAST malloc: pop the thread front's list of the class. One branch
  * besides the size test (a size whose table entry is not written yet finds
  * an empty list: the TCB word in the x86-64 glibc form, slot 0 in the portable twin); everything else
@@ -1226,10 +1240,8 @@ HAK_FAST void *hak_malloc_inline(size_t n) {
 #if HAK_TRACK
   return _hak_api_malloc_tracked(n);        /* no fast path: track.h */
 #endif
-  if (HAK_LIKELY(n <= HAK_TABLE_MAX)) {
-    void *b = hak_list_pop(HAK_RACY_LOAD(_hak_class_front_of_size[hak_table_index(n)]));
-    if (HAK_LIKELY(b != NULL)) return b;
-  }
+  void *b = hak_malloc_pop(n);
+  if (HAK_LIKELY(b != NULL)) return b;
   return _hak_api_malloc_slow(n);
 }
 

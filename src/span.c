@@ -415,6 +415,20 @@ unsigned _hak_span_take(unsigned c, unsigned max, void **chain) {
   return got;
 }
 
+/* The first n bytes of block p, at most HAK_SPAN_FAULT_IN, faulted in now
+ * when p is marked zero (its run's pages were not resident): the program
+ * writes a block it mallocs, and one madvise costs less than a trap for
+ * each page (clang++'s arenas, docs/experiments.md, "Span blocks of fresh
+ * pages faulted in at malloc"). The bound keeps what a block with room to
+ * grow (a table, a buffer) makes resident ahead of its writes small. Word
+ * 0 to 2's page is in already (_hak_span_take wrote them). */
+void _hak_span_fault_in(void *p, size_t n) {
+  if (((void **)p)[2] != HAK_ZERO_MARK) return;
+  uintptr_t from = hak_page_up((uintptr_t)p + 3 * sizeof(void *));
+  uintptr_t to = hak_page_up((uintptr_t)p + (n < HAK_SPAN_FAULT_IN ? n : HAK_SPAN_FAULT_IN));
+  if (to > from) (void)_hak_os_populate((void *)from, to - from);
+}
+
 /* A chain of blocks of span class c (linked through word 0) back to the heap.
  * Each block's free key is wiped: its pages go to blocks of any class, and a
  * key left inside one of those, copied to word 1 of a live block (realloc

@@ -12,6 +12,11 @@
  *  - carve order (default build): that first slab carves from the class's
  *    carve color, wrapping once; any other slab carves from block 0 in one
  *    run of increasing addresses.
+ *  - span blocks (span.c _hak_span_fault_in): a malloc served from fresh
+ *    pages has the pages under its first HAK_SPAN_FAULT_IN (128 KiB) bytes
+ *    in when it returns, before a write, and not the pages past them; a
+ *    calloc's stay out (not checked in the debug build, which reads the
+ *    block to check its zeros, nor in a tracking build, which zeroes all).
  * Where the kernel (or an emulator) does not fault pages in on
  * MADV_POPULATE_WRITE, the residency checks are skipped and said so.
  * The heap is a stand-in: the slab engine only reads its counters and
@@ -63,6 +68,31 @@ static struct hak_slab *fresh(unsigned c) {
   CHECK(s != NULL && !adopted);
   heap.cur[c] = s;
   return s;
+}
+
+/* Pages [from, to) of a block, every one resident (or none, want false). */
+static bool pages_are(const char *p, size_t from, size_t to, bool want) {
+  for (size_t o = from; o < to; o += _hak_os_page)
+    if (resident((uintptr_t)p + o) != want) return false;
+  return true;
+}
+
+static void check_span(bool works) {
+  size_t small = 100 * 1024, big = 512 * 1024, table = 200 * 1024;
+  char *a = hak_malloc(small), *b = hak_malloc(big), *z = hak_calloc(1, table);
+  CHECK(a && b && z);
+  CHECK((uintptr_t)a >> HAK_REGION_SHIFT == HAK_SPAN_SLOT && (uintptr_t)b >> HAK_REGION_SHIFT == HAK_SPAN_SLOT);
+  if (works) {
+    CHECKF(pages_are(a, 0, small, true), "a fresh 100 KiB span block's pages are not all in after malloc");
+    CHECKF(pages_are(b, 0, HAK_SPAN_FAULT_IN, true), "a fresh 512 KiB block's first 128 KiB are not in after malloc");
+    CHECKF(pages_are(b, 2 * HAK_SPAN_FAULT_IN, big, false), "a fresh 512 KiB block's pages past 256 KiB are in before any write");
+    if (!HAK_DEBUG && !HAK_TRACK)
+      CHECKF(pages_are(z, 2 * _hak_os_page, table, false), "a calloc of fresh pages faulted them in");
+  }
+  for (size_t o = 0; o < table; o += 4096) CHECK(z[o] == 0);
+  hak_free(a);
+  hak_free(b);
+  hak_free(z);
 }
 
 int main(void) {
@@ -132,5 +162,6 @@ int main(void) {
     const unsigned want = second->capacity - 1u;
     CHECKF(n == want && ordered == n, "%u blocks after the first (%u in address order), want %u", n, ordered, want);
   }
+  check_span(works);
   TEST_END();
 }
