@@ -29,10 +29,12 @@
 
 static struct hak_heap heap;
 
+/* Whether the kernel page holding a is resident (one page: mincore writes a
+ * byte a kernel page, and hakmem's page may be several, HAKMEM_PAGE_SIZE). */
 static bool resident(uintptr_t a) {
   unsigned char v = 0;
-  uintptr_t page = hak_page_down(a);
-  return mincore((void *)page, _hak_os_page, &v) == 0 && (v & 1);
+  uintptr_t kernel_page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  return mincore((void *)(a & ~(kernel_page - 1)), kernel_page, &v) == 0 && (v & 1);
 }
 
 /* Does _hak_os_populate fault pages in here? */
