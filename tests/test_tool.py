@@ -4,7 +4,7 @@
   2. its verdicts on synthetic pairs (identical -> never GO, +5% -> GO, +0.5% -> NO-GO);
   3. every benchmark program in a short smoke run under glibc and under hakmem;
   4. the runner's measurements (wait4), the program suite's wiring with a small program
-     of its own (sort), and the one table of both suites;
+     of its own (sort), the suite's sh row on its quick input, and the one table of both suites;
   5. the commands run, options, ab (3 pairs), ab --aa, ab over several programs, bench --quick
      (one benchmark), pairs, and the launcher of an installed copy.
 Run by tests/run.sh with HAK_TEST_BUILD=/abs/path/to/build. Checks behaviour, never timing.
@@ -351,6 +351,32 @@ def check_program_suite(library, tmp):
     check_one_table(chosen, items, records)
 
 
+def check_pipeline_program(library, tmp):
+    """The suite's sh row (programs.Pipeline): dash and coreutils are in every Debian system,
+    so its quick input runs here under glibc and hakmem with every line checked, and an
+    output that differs by one line is a wrong run."""
+    from hakmem_tool import programs
+    program = next(p for p in programs.PROGRAMS if p.name == "sh")
+    if program.missing():
+        print(f"SKIP the sh program: {program.missing()}")
+        return
+    workdir = Path(tmp) / "pipeline"
+    workdir.mkdir()
+    program.prepare(workdir, True)
+    for library_name, path in [("glibc", None)] + ([("hakmem", library)] if library else []):
+        outcome = suites.run_program(program, workdir, path, 120)
+        check(f"the sh program's pipelines print the expected lines under {library_name}",
+              outcome.status == "ok", outcome.status)
+    expected = program.file(workdir, "expected.txt")
+    lines = expected.read_text().splitlines()
+    check("the sh program's expected lines: a line per file and the totals",
+          len(lines) == 9 and lines[-1].startswith("files 8 words "), str(lines[-1:]))
+    expected.write_text("\n".join(lines[:3] + [lines[3].replace(" long ", " long 1")] + lines[4:]) + "\n")
+    outcome = suites.run_program(program, workdir, None, 120)
+    check("a changed expected line makes the sh program's run wrong",
+          outcome.status.startswith("wrong output: line 4 is "), outcome.status)
+
+
 def check_one_table(chosen, items, records):
     """Both suites in one table, a geomean row each, and the detail tables."""
     bench_records = [dict(r, suite="bench", benchmark="random_mixed", ops_per_sec=1000.0 * (
@@ -653,6 +679,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         check_runner(tmp)
         check_program_suite(library, tmp)
+        check_pipeline_program(library, tmp)
         check_ab_command(library, tmp)
         check_aa_command(tmp)
         check_ab_on_a_program(tmp)

@@ -320,6 +320,52 @@ SELECT cat, length(group_concat(name, ',')) FROM (SELECT cat, name FROM items OR
         return None if got == want else _first_difference(got, want)
 
 
+# ---- a shell script starting short-lived processes ------------------------------------
+
+class Pipeline(Program):
+    """dash running bench/programs/pipeline.sh: each generated text file goes through tr,
+    sort, uniq, wc, head and grep (15 forks and 11 programs a file), every one of them under
+    the allocator (the preload is inherited), so what counts is what starting, forking and
+    ending a process costs; the expected lines are computed here."""
+    name = "sh"
+    about = ("dash running a shell script that pipes 40 generated text files through tr, sort, "
+             "uniq, wc, head and grep: 600 forks and 440 short-lived programs, each under the allocator")
+    packages = ("dash", "coreutils", "grep")
+    executables = ("sh", "tr", "sort", "uniq", "wc", "head", "grep")
+    VOCABULARY = 5000
+
+    def generate(self, workdir, quick):
+        rng = random.Random(SEED)
+        vocab = [_word(rng, 2, 13) for _ in range(self.VOCABULARY)]
+        folder = self.file(workdir, "parts")
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        expected, total = [], 0
+        count = 8 if quick else 40
+        for part in range(count):
+            lines = [[vocab[int(self.VOCABULARY * rng.random() ** 2)] for _ in range(rng.randint(3, 12))]
+                     for _ in range(rng.randint(150, 400))]
+            (folder / f"part-{part:03d}.txt").write_text("".join(" ".join(l) + "\n" for l in lines))
+            words = collections.Counter(w for l in lines for w in l)
+            n = sum(words.values())
+            top, top_count = min(words.items(), key=lambda item: (-item[1], item[0]))
+            long = sum(any(len(w) >= 10 for w in l) for l in lines)
+            expected.append(f"part-{part:03d}.txt lines {len(lines)} words {n} distinct {len(words)} "
+                            f"top {top_count} {top} long {long}")
+            total += n
+        expected.append(f"files {count} words {total}")
+        self.file(workdir, "expected.txt").write_text("\n".join(expected) + "\n")
+
+    def command(self, workdir, library):
+        return (["sh", str(SCRIPTS / "pipeline.sh"), str(self.file(workdir, "parts"))],
+                {"LC_ALL": "C", **_preload(library)})
+
+    def check(self, workdir, stdout_path):
+        got = Path(stdout_path).read_text(errors="replace")
+        want = self.file(workdir, "expected.txt").read_text()
+        return None if got == want else _first_difference(got, want)
+
+
 # ---- C++ compilers on a generated template-heavy unit ---------------------------------
 
 _MASK = (1 << 64) - 1
@@ -500,4 +546,5 @@ PROGRAMS = [
     Memcached(),
     PythonRecords(),
     Sqlite(),
+    Pipeline(),
 ]
