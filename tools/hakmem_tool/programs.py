@@ -14,6 +14,7 @@ it) and `threads` (the threads it runs), and four methods:
   command(workdir, library)  argv and extra environment of one timed run under `library`
                              (None: glibc); LD_PRELOAD is put where it belongs here
   check(workdir, stdout)     None when the run's output is right, else a one-line reason
+                             (by default: stdout equals the expected.txt prepare wrote)
 Every input is generated from a fixed seed; every reference is computed by the
 generator itself, except memcached's, which is one untimed run under glibc (the
 client checks every answer itself; the reference pins the counts and digest).
@@ -72,6 +73,12 @@ class Program:
     def file(self, workdir, suffix):
         return Path(workdir) / f"{self.name}.{suffix}"
 
+    def check(self, workdir, stdout_path):
+        """The default check: stdout is exactly the expected.txt the generator wrote."""
+        got = Path(stdout_path).read_text(errors="replace")
+        want = self.file(workdir, "expected.txt").read_text()
+        return None if got == want else _first_difference(got, want)
+
     def __repr__(self):
         return f"<program {self.name}>"
 
@@ -117,11 +124,6 @@ class WordStats(Program):
         if self.threads > 1:
             argv.append(str(self.threads))
         return argv, {"LC_ALL": "C", **_preload(library)}
-
-    def check(self, workdir, stdout_path):
-        got = Path(stdout_path).read_text(errors="replace")
-        want = self.file(workdir, "expected.txt").read_text()
-        return None if got == want else _first_difference(got, want)
 
 
 # ---- jq over a large JSON document ------------------------------------------------
@@ -314,11 +316,6 @@ SELECT cat, length(group_concat(name, ',')) FROM (SELECT cat, name FROM items OR
         return (["sqlite3", "-batch", ":memory:", f".read {self.file(workdir, 'script.sql')}"],
                 _preload(library))
 
-    def check(self, workdir, stdout_path):
-        got = Path(stdout_path).read_text(errors="replace")
-        want = self.file(workdir, "expected.txt").read_text()
-        return None if got == want else _first_difference(got, want)
-
 
 # ---- a shell script starting short-lived processes ------------------------------------
 
@@ -345,11 +342,11 @@ class Pipeline(Program):
         for part in range(count):
             lines = [[vocab[int(self.VOCABULARY * rng.random() ** 2)] for _ in range(rng.randint(3, 12))]
                      for _ in range(rng.randint(150, 400))]
-            (folder / f"part-{part:03d}.txt").write_text("".join(" ".join(l) + "\n" for l in lines))
-            words = collections.Counter(w for l in lines for w in l)
+            (folder / f"part-{part:03d}.txt").write_text("".join(" ".join(line) + "\n" for line in lines))
+            words = collections.Counter(w for line in lines for w in line)
             n = sum(words.values())
             top, top_count = min(words.items(), key=lambda item: (-item[1], item[0]))
-            long = sum(any(len(w) >= 10 for w in l) for l in lines)
+            long = sum(any(len(w) >= 10 for w in line) for line in lines)
             expected.append(f"part-{part:03d}.txt lines {len(lines)} words {n} distinct {len(words)} "
                             f"top {top_count} {top} long {long}")
             total += n
@@ -359,11 +356,6 @@ class Pipeline(Program):
     def command(self, workdir, library):
         return (["sh", str(SCRIPTS / "pipeline.sh"), str(self.file(workdir, "parts"))],
                 {"LC_ALL": "C", **_preload(library)})
-
-    def check(self, workdir, stdout_path):
-        got = Path(stdout_path).read_text(errors="replace")
-        want = self.file(workdir, "expected.txt").read_text()
-        return None if got == want else _first_difference(got, want)
 
 
 # ---- C++ compilers on a generated template-heavy unit ---------------------------------
