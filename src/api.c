@@ -109,7 +109,7 @@ static inline int span_push(void *p, unsigned *f) {
   *f = HAK_RACY_LOAD(_hak_span_front[o >> HAK_SPAN_PAGE_SHIFT]);
   if (*f == 0 || (o & (HAK_SPAN_PAGE - 1)) != hak_span_start_offset(o) || b[1] == key) return 0;
   b[2] = NULL;                                  /* no longer known to be zero */
-  if (HAK_HARDENED || !hak_home_push(*f + HAK_HOME_BASE, b)) return -1;   /* hardened: the delay first */
+  if (HAK_HARDENED || !hak_home_push(*f + HAK_HOME_FIRST, b)) return -1;   /* hardened: the delay first */
   b[1] = key;
 #if HAK_FAST_STATS
   _hak_thread_tls.heap->stats.frees[*f - 1]++;

@@ -33,7 +33,7 @@ static const uint32_t class_sizes[HAK_NCLS] = {
   65536, 81920, 98304, 114688, 131072, 163840, 196608, 229376, 262144,
   327680, 393216, 458752, 524288, 655360, 786432, 917504, 1048576,
 };
-/* Every class region starts 4 GiB-aligned, so if slabs carved from their
+/* Every class region starts 64 MiB-aligned, so if slabs carved from their
  * first block, the blocks a thread uses most (the first carved, reused LIFO)
  * would sit at the same small offsets in every class and fight for the same
  * cache sets while the rest of the L2 stayed empty. The first slab a Tiny
@@ -52,7 +52,7 @@ static const uint32_t class_sizes[HAK_NCLS] = {
 
 /* The same holds for the TLB, whose sets are picked by the low bits of the
  * page number: the hot first pages of every class, each at the bottom of
- * its 4 GiB region, would share a few sets while the rest stayed empty (30
+ * its region, would share a few sets while the rest stayed empty (30
  * areas of 256 KiB read at random, 4 GiB apart: 3.1 ns a read; each 64 KiB
  * further along than the last: 1.0 ns, as side by side). So a region's
  * first SuperSlab hands out its slabs from the one that holds its byte
@@ -171,6 +171,7 @@ static void class_geometry(unsigned c) {
   HAK_ASSERT(k->carve_first < k->slab_blocks && k->first_slab < k->ss_slabs);
   /* The invariants of struct hak_class that depend on the OS page. */
   HAK_ASSERT(k->ss_bytes % page == 0 && ss <= 256 && slab >= HAK_SLAB_MIN_PAGES * page);
+  HAK_ASSERT(k->ss_bytes <= HAK_HOME_BYTES);             /* a home region holds one */
   HAK_ASSERT(blocks <= UINT16_MAX);                      /* struct hak_slab's counts */
   HAK_ASSERT(c >= HAK_NTINY || slab % page == 0);
 }
@@ -287,7 +288,7 @@ unsigned _hak_class_of_size(size_t n) {
 }
 
 /* The smallest class whose blocks hold n bytes and all start at a multiple
- * of align (regions are 4 GiB aligned, so that is: size % align == 0). */
+ * of align (regions are 64 MiB aligned, so that is: size % align == 0). */
 int _hak_class_for_aligned(size_t n, size_t align) {
   if (n > HAK_MID_MAX || align > HAK_MID_MAX) return -1;
   for (unsigned c = _hak_class_of_size(n); c < HAK_NCLS; c++)

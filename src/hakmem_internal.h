@@ -7,8 +7,9 @@
  *   os.c        the OS page (HAKMEM_PAGE_SIZE), mmap/munmap/madvise,
  *               fixed-address mappings, the metadata arena
  *   class.c     the size classes, their geometry, the size table of malloc
- *   region.c    the ownership map and the class regions (4 GiB slots) that
- *               SuperSlabs are mapped into and unmapped from, at the top
+ *   region.c    the ownership map and the class regions (64 MiB home regions
+ *               side by side, then 4 GiB slots) that SuperSlabs are mapped
+ *               into and unmapped from, at the top
  *   superslab.c the SuperSlab lifecycle (HOT, DRAINING, EMPTY): fresh slabs
  *               out, empty slabs back, its purge, and the page moves that
  *               give free slabs' resident pages to other classes
@@ -140,7 +141,7 @@
  * HAKMEM_PAGE_SIZE (so a 4 KiB kernel runs hakmem as a 16 or 64 KiB one
  * would). os.c sets _hak_os_page once, before the classes; slow paths read
  * it. Every mapping, purge, guard page and Large block is whole OS pages at
- * an OS page boundary; every address hakmem fixes in advance (4 GiB slots,
+ * an OS page boundary; every address hakmem fixes in advance (regions,
  * the span heap's runs and page table) is HAK_PAGE_MAX aligned; tables in
  * the library's own data (the size table, the span heap's front table) give
  * back the whole OS pages inside them (a 64 KiB alignment there put them in
@@ -227,26 +228,43 @@ static inline __attribute__((always_inline)) bool hak_block_test(uint32_t x, uin
  * and front = HAK_FRONT(its class); every other slot has limit = 0. So "a
  * is a block of ours" is one bound and hak_block_test((uint32_t)a,
  * magic[s], limit[s]): no scan, and no read of unmapped memory.
- * Home slots: class c's first region is slot HAK_HOME_BASE + HAK_FRONT(c)
- * when that address is free, so the inline free knows the list from the slot
- * number. Invariant: no region lies below slot HAK_HOME_BASE, and a region
- * in a slot s < HAK_HOME_BASE + HAK_NFRONT is the home region of class
- * s - HAK_HOME_BASE - 1 (other regions take slots from HAK_FIRST_SLOT up). */
+ * Home regions: class c's first region is the 64 MiB at home index
+ * HAK_HOME_FIRST + HAK_FRONT(c) (an address's home index is a >> 26) when
+ * that address is free, so the inline free knows the list from the index.
+ * The home regions of every class lie side by side in slot HAK_HOME_BASE;
+ * home_magic and home_limit are their magic and limit, for the same test on
+ * the offset a % 64 MiB. Side by side, a process's classes
+ * share the kernel's page-table pages: a region of its own 4 GiB slot each
+ * cost every class a page-table page more (a PMD), which every process
+ * allocated, fork copied and exit freed (docs/experiments.md, "Starting
+ * processes"). Invariants: no region lies below slot
+ * HAK_HOME_BASE; slot HAK_HOME_BASE holds the home regions only (its slot
+ * entry stays limit 0); home index HAK_HOME_FIRST + f, f < HAK_HOME_SLOTS,
+ * is class f - 1's home region, and every home index below HAK_HOME_FIRST
+ * + 1 has limit 0, so the inline free's one compare needs no lower bound.
+ * Other regions take 4 GiB slots from HAK_FIRST_SLOT up. */
 #define HAK_REGION_SHIFT 32
 #define HAK_REGION_BYTES (1ull << HAK_REGION_SHIFT)
 #define HAK_REGION_SLOTS (1u << 16)
 #if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 #define HAK_HOME_BASE    4096u              /* 16 TiB: away from programs, libraries, JVM heaps */
 #else
-#define HAK_HOME_BASE    0u                 /* small address spaces, ThreadSanitizer's ranges */
+#define HAK_HOME_BASE    1u                 /* small address spaces, ThreadSanitizer's ranges */
 #endif
+#define HAK_HOME_SHIFT   26
+#define HAK_HOME_BYTES   (1ull << HAK_HOME_SHIFT)
+#define HAK_HOME_SLOTS   (1u << (HAK_REGION_SHIFT - HAK_HOME_SHIFT))   /* home regions in the home slot */
+#define HAK_HOME_FIRST   ((uintptr_t)HAK_HOME_BASE << (HAK_REGION_SHIFT - HAK_HOME_SHIFT))
 #define HAK_FIRST_SLOT   (HAK_HOME_BASE + 80u)
-_Static_assert(HAK_NFRONT < 80, "the home slots and the span slot end below HAK_FIRST_SLOT");
+_Static_assert(HAK_NFRONT < 80, "the home slot and the span slot end below HAK_FIRST_SLOT");
 struct hak_map {
+  uint64_t home_limit[HAK_HOME_FIRST + HAK_HOME_SLOTS];   /* by home index */
+  uint64_t home_magic[HAK_HOME_FIRST + HAK_HOME_SLOTS];
   uint64_t limit[HAK_REGION_SLOTS];
   uint64_t magic[HAK_REGION_SLOTS];
   uint8_t  front[HAK_REGION_SLOTS];
   struct hak_region *region[HAK_REGION_SLOTS];
+  struct hak_region *home[HAK_HOME_SLOTS];   /* by home index - HAK_HOME_FIRST */
 };
 extern struct hak_map _hak_region_map;
 
@@ -446,25 +464,16 @@ static inline struct hak_superslab *hak_slab_ss(const struct hak_slab *s) {
 }
 static inline struct hak_slab_cold *hak_slab_cold(const struct hak_slab *s) { return &hak_slab_ss(s)->cold[s->index]; }
 
-/* The block s carves first: the class's carve color (class.c) for the first
- * slab a region hands out (its slab color, first_slab), where every class's
- * region starts at the same offset; block 0 for every other slab, which so
- * carves in one run of addresses. */
-static inline uint32_t hak_slab_carve_first(const struct hak_slab *s) {
-  const struct hak_class *k = &_hak_classes[s->cls];
-  uint64_t first = (uint64_t)k->first_slab * k->slab_bytes;   /* its offset in the region */
-  return (s->start & (HAK_REGION_BYTES - 1)) == first ? k->carve_first : 0;
-}
-
-/* A class region: one 4 GiB slot, mapped from its base upwards one SuperSlab
- * at a time. When it is full (or the next address is taken) the class opens
- * another region. */
+/* A class region: its home region (64 MiB of the home slot) or one 4 GiB
+ * slot, mapped from its base upwards one SuperSlab at a time. When it is
+ * full (or the next address is taken) the class opens another region. */
 struct hak_region {
   uintptr_t base;
-  uint32_t slot;
+  uint32_t slot;                     /* its 4 GiB slot, or its home index - HAK_HOME_FIRST */
   uint16_t cls;
+  bool     home;                     /* the class's home region                */
   uint32_t ss_mapped;                /* SuperSlabs mapped so far (pool lock)   */
-  uint32_t ss_cap;                   /* SuperSlabs that fit in the slot        */
+  uint32_t ss_cap;                   /* SuperSlabs that fit in the region      */
   bool     full;
   struct hak_region *next;           /* the class's regions                    */
   /* The directory: dir[i] is SuperSlab i's header, for i < dir_cap. It
@@ -476,6 +485,16 @@ struct hak_region {
   struct hak_superslab **_Atomic dir;
   uint32_t dir_cap;
 };
+
+/* The block s carves first: the class's carve color (class.c) for the first
+ * slab a region hands out (its slab color, first_slab), where every class's
+ * region starts at the same offset; block 0 for every other slab, which so
+ * carves in one run of addresses. */
+static inline uint32_t hak_slab_carve_first(const struct hak_slab *s) {
+  const struct hak_class *k = &_hak_classes[s->cls];
+  uint64_t first = (uint64_t)k->first_slab * k->slab_bytes;   /* its offset in the region */
+  return s->start - hak_slab_ss(s)->region->base == first ? k->carve_first : 0;
+}
 
 /* ---- locks (lock.c) -------------------------------------------------------- */
 /* A spin-then-sleep lock with a rank. A thread holding a lock takes only
@@ -931,6 +950,7 @@ void  _hak_front_delay_verify_all(const struct hak_heap *h);   /* every class: a
  * by all, the 2 blocks included): the heap serves any class with what the
  * rings would hold back. */
 #define HAK_SPAN_FIRST      (HAK_NTINY + 16)
+_Static_assert(HAK_SPAN_FIRST < HAK_HOME_SLOTS, "every class with regions has a home index in the home slot");
 /* Its slot, and its pages: span pages of HAK_SPAN_PAGE bytes, a constant
  * (the slow free finds a block's class with a shift), whatever the OS page;
  * a run is a whole number of OS pages at an OS page boundary (span.c). A
@@ -942,8 +962,9 @@ void  _hak_front_delay_verify_all(const struct hak_heap *h);   /* every class: a
  * free (api.c); 1 MiB of address space, 4 KiB of it resident per 16 MiB
  * of the heap: under an address-space limit every mapped byte counts, a
  * table of a byte per 256 B took 16 MiB). */
-#define HAK_SPAN_SLOT       (HAK_HOME_BASE + HAK_NFRONT)   /* past the home slots: */
-_Static_assert(HAK_SPAN_SLOT < HAK_FIRST_SLOT, "the inline free's first compare sends its blocks on");
+#define HAK_SPAN_SLOT       (HAK_HOME_BASE + HAK_NFRONT)   /* above the home slot: */
+_Static_assert(HAK_SPAN_SLOT > HAK_HOME_BASE && HAK_SPAN_SLOT < HAK_FIRST_SLOT,
+               "the inline free's first compare sends its blocks on");
 #define HAK_SPAN_PAGE_SHIFT 12
 #define HAK_SPAN_PAGE       (1u << HAK_SPAN_PAGE_SHIFT)
 #define HAK_SPAN_PAGES      (1u << (HAK_REGION_SHIFT - HAK_SPAN_PAGE_SHIFT))
@@ -1147,35 +1168,39 @@ void  _hak_api_free_tracked(void *p, const char *call);
 #else
 #define HAK_RACY_LOAD(x) (x)
 #endif
-HAK_FAST unsigned hak_map_slot(uintptr_t a) {
-  return (unsigned)(a >> HAK_REGION_SHIFT) & (HAK_REGION_SLOTS - 1);
-}
 HAK_FAST uint64_t hak_map_limit(uintptr_t slot) { return HAK_RACY_LOAD(_hak_region_map.limit[slot]); }
 HAK_FAST uint64_t hak_map_magic(uintptr_t slot) { return HAK_RACY_LOAD(_hak_region_map.magic[slot]); }
 
-/* Is a the start of a block in a class region? *slot is its map slot. */
+/* Is a the start of a block of a home region? *t is its home index (the
+ * inline free's test: one bound, the block test on a's offset in it). */
+HAK_FAST bool hak_home_is_block(uintptr_t a, uintptr_t *t) {
+  uintptr_t i = *t = a >> HAK_HOME_SHIFT;
+  return i < HAK_HOME_FIRST + HAK_HOME_SLOTS &&
+         hak_block_test((uint32_t)(a & (HAK_HOME_BYTES - 1)), HAK_RACY_LOAD(_hak_region_map.home_magic[i]),
+                        HAK_RACY_LOAD(_hak_region_map.home_limit[i]));
+}
+
+/* Is a the start of a block of a region in a 4 GiB slot? *slot is the slot. */
 HAK_FAST bool hak_map_is_block(uintptr_t a, uintptr_t *slot) {
   uintptr_t s = *slot = a >> HAK_REGION_SHIFT;
   return s < HAK_REGION_SLOTS && hak_block_test((uint32_t)a, hak_map_magic(s), hak_map_limit(s));
 }
 
-/* The class of the region in a slot that holds one. */
-HAK_FAST unsigned hak_map_class(uintptr_t slot) { return _hak_region_map.front[slot] - 1u; }
-
 /* The class of p when p is the start of a block in a class region, else -1. */
 static inline int hak_block_class(const void *p) {
-  uintptr_t slot;
-  return hak_map_is_block((uintptr_t)p, &slot) ? (int)hak_map_class(slot) : -1;
+  uintptr_t i;
+  if (hak_home_is_block((uintptr_t)p, &i)) return (int)(i - HAK_HOME_FIRST) - 1;
+  return hak_map_is_block((uintptr_t)p, &i) ? (int)_hak_region_map.front[i] - 1 : -1;
 }
 
 /* Is a (not NULL) a block start of class c: of a region of c, or a span
  * block of c? The check of hak_link_next. */
 HAK_FAST bool hak_link_plausible(uintptr_t a, unsigned c) {
-  uintptr_t s = a >> HAK_REGION_SHIFT;
-  if (s < HAK_REGION_SLOTS && hak_block_test((uint32_t)a, hak_map_magic(s), hak_map_limit(s)))
-    return _hak_region_map.front[s] == HAK_FRONT(c);
+  uintptr_t i;
+  if (hak_home_is_block(a, &i)) return i == HAK_HOME_FIRST + HAK_FRONT(c);
+  if (hak_map_is_block(a, &i)) return _hak_region_map.front[i] == HAK_FRONT(c);
   uint32_t o = (uint32_t)a;
-  return s == HAK_SPAN_SLOT && (o & (HAK_SPAN_PAGE - 1)) == hak_span_start_offset(o) &&
+  return i == HAK_SPAN_SLOT && (o & (HAK_SPAN_PAGE - 1)) == hak_span_start_offset(o) &&
          HAK_RACY_LOAD(_hak_span_front[o >> HAK_SPAN_PAGE_SHIFT]) == HAK_FRONT(c);
 }
 
@@ -1186,11 +1211,11 @@ HAK_FAST void *hak_link_next(void *const *b, unsigned c) {
   return next;
 }
 
-/* Pushes b on list s - HAK_HOME_BASE (s: a home slot, so s >= HAK_HOME_BASE)
- * when the list has credit, taking one; false when it has none (its credit
- * is -1 then, and the slow path puts it back to 0). */
-HAK_FAST bool hak_home_push(uintptr_t s, void **b) {
-  return hak_prim_home_push(s, b);
+/* Pushes b on list t - HAK_HOME_FIRST (t: a home index, so t >=
+ * HAK_HOME_FIRST) when the list has credit, taking one; false when it has
+ * none (its credit is -1 then, and the slow path puts it back to 0). */
+HAK_FAST bool hak_home_push(uintptr_t t, void **b) {
+  return hak_prim_home_push(t, b);
 }
 
 #if HAK_HARDENED
@@ -1245,8 +1270,8 @@ HAK_FAST void *hak_malloc_inline(size_t n) {
   return _hak_api_malloc_slow(n);
 }
 
-/* HAK_FAST free: a block of a class's home region (slot s, list
- * s - HAK_HOME_BASE) goes on this thread's list while the list has credit.
+/* HAK_FAST free: a block of a class's home region (home index t, list
+ * t - HAK_HOME_FIRST) goes on this thread's list while the list has credit.
  * The checks (block start below the region's mapped end, not already free)
  * cost one compare each. A full list goes to the front's slow free;
  * anything else (span blocks, other regions, Large, foreign, bad pointers)
@@ -1256,20 +1281,19 @@ HAK_FAST void hak_free_inline(void *p) {
   _hak_api_free_tracked(p, "free");         /* no fast path: track.h */
   return;
 #endif
-  uintptr_t a = (uintptr_t)p, s = a >> HAK_REGION_SHIFT;
-  if (HAK_LIKELY(s < HAK_HOME_BASE + HAK_NFRONT &&
-                 hak_block_test((uint32_t)a, hak_map_magic(s), hak_map_limit(s)))) {
+  uintptr_t t;
+  if (HAK_LIKELY(hak_home_is_block((uintptr_t)p, &t))) {
     void **b = (void **)p;
     void *key = HAK_FREE_KEY;                 /* read once (the push's asm clobbers memory) */
     if (HAK_LIKELY(b[1] != key)) {
-      if (HAK_LIKELY(!HAK_HARDENED && hak_home_push(s, b))) {   /* hardened: the delay first */
+      if (HAK_LIKELY(!HAK_HARDENED && hak_home_push(t, b))) {   /* hardened: the delay first */
         b[1] = key;
 #if HAK_FAST_STATS
-        _hak_thread_tls.heap->stats.frees[s - HAK_HOME_BASE - 1]++;
+        _hak_thread_tls.heap->stats.frees[t - HAK_HOME_FIRST - 1]++;
 #endif
         return;
       }
-      _hak_front_free_slow(p, (unsigned)(s - HAK_HOME_BASE - 1));   /* a home slot: its class */
+      _hak_front_free_slow(p, (unsigned)(t - HAK_HOME_FIRST - 1));   /* a home region: its class */
       return;
     }
   }

@@ -8,7 +8,7 @@
  *   - the portable twin elsewhere, under ThreadSanitizer, and with
  *     -DHAK_PORTABLE=1 (`make PORTABLE=1`): plain access to _hak_thread_tls.
  * Included by hakmem_internal.h only, after struct hak_tls, _hak_thread_tls,
- * HAK_HOME_BASE and the HAK_FAST / HAK_LIKELY macros.
+ * HAK_HOME_FIRST and the HAK_FAST / HAK_LIKELY macros.
  *
  * The contract (test_hakapi_prim checks it in the form it is built in):
  *   HAK_PRIM_TP              1: the x86-64 glibc form; 0: the portable twin
@@ -18,7 +18,7 @@
  *   hak_prim_head(e)         the head of list e; e == 0 (an entry not written
  *                            yet) reads a word that must hold NULL
  *   hak_prim_unlink(e, next) after a pop of head(e): head = next, credit + 1
- *   hak_prim_home_push(s, b) pushes b on list s - HAK_HOME_BASE when it has
+ *   hak_prim_home_push(t, b) pushes b on list t - HAK_HOME_FIRST when it has
  *                            credit, taking one (b's link = old head, through
  *                            hak_link_set); false when
  *                            it has none (credit left at -1)
@@ -72,17 +72,17 @@ HAK_FAST void hak_prim_unlink(intptr_t e, void *next) {
                                   (long)offsetof(struct hak_tls, head))
                    : "cc", "memory");
 }
-HAK_FAST bool hak_prim_home_push(uintptr_t s, void **b) {
+HAK_FAST bool hak_prim_home_push(uintptr_t t, void **b) {
   void *tp, *old;
   __asm__ goto("movq _hak_thread_tls@gottpoff(%%rip), %[tp]\n\t"
-               "subq $1, %%fs:%c[credit](%[tp],%[s],8)\n\t"
+               "subq $1, %%fs:%c[credit](%[tp],%[t],8)\n\t"
                "js %l[none]\n\t"
-               "movq %%fs:%c[head](%[tp],%[s],8), %[old]\n\t"
-               "movq %[b], %%fs:%c[head](%[tp],%[s],8)"
+               "movq %%fs:%c[head](%[tp],%[t],8), %[old]\n\t"
+               "movq %[b], %%fs:%c[head](%[tp],%[t],8)"
                : [tp] "=&r"(tp), [old] "=&r"(old)
-               : [s] "r"(s), [b] "r"(b),
-                 [credit] "i"((long)offsetof(struct hak_tls, credit) - 8L * HAK_HOME_BASE),
-                 [head] "i"((long)offsetof(struct hak_tls, head) - 8L * HAK_HOME_BASE)
+               : [t] "r"(t), [b] "r"(b),
+                 [credit] "i"((long)offsetof(struct hak_tls, credit) - 8L * HAK_HOME_FIRST),
+                 [head] "i"((long)offsetof(struct hak_tls, head) - 8L * HAK_HOME_FIRST)
                : "cc", "memory" : none);
   (void)tp;
   hak_link_set(b, old);
@@ -105,8 +105,8 @@ HAK_FAST void hak_prim_unlink(intptr_t e, void *next) {
   _hak_thread_tls.head[e] = next;
   _hak_thread_tls.credit[e]++;
 }
-HAK_FAST bool hak_prim_home_push(uintptr_t s, void **b) {
-  uintptr_t f = s - HAK_HOME_BASE;
+HAK_FAST bool hak_prim_home_push(uintptr_t t, void **b) {
+  uintptr_t f = t - HAK_HOME_FIRST;
   if (--_hak_thread_tls.credit[f] < 0) return false;
   hak_link_set(b, _hak_thread_tls.head[f]);
   _hak_thread_tls.head[f] = b;

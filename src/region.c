@@ -1,9 +1,11 @@
 /* region.c — the ownership map and the class regions.
  *
- * Every class gets a 4 GiB-aligned slot of address space (a region) that it
- * fills from the bottom, one SuperSlab at a time, with fixed-address
- * mappings that never replace anything. The ownership map (_hak_region_map) has one
- * entry per slot; free validates a pointer with it in O(1) without touching
+ * Every class gets a home region, 64 MiB of the home slot beside the other
+ * classes' (hakmem_internal.h, the ownership map), and when that is full
+ * (or its address taken) further regions of a 4 GiB-aligned slot each. It
+ * fills each from the bottom, one SuperSlab at a time, with fixed-address
+ * mappings that never replace anything. The ownership map (_hak_region_map)
+ * has one entry per slot and per home region; free validates a pointer with it in O(1) without touching
  * unmapped memory. SuperSlab headers live out of line in the region's
  * directory; this file maps and unmaps SuperSlabs at a region's top, and
  * superslab.c runs their lifecycle. All functions that change a class's
@@ -15,13 +17,13 @@
 
 HAK_ZERO_TABLE struct hak_map _hak_region_map;
 
-/* A class's first region is its home slot, HAK_HOME_BASE + HAK_FRONT(cls):
- * 16 TiB up on x86-64, far from where Linux puts programs, libraries, heaps
- * and stacks. Other regions (a home slot taken by someone else, or full)
- * take slots from HAK_FIRST_OTHER up. Where the home slots are low (4 to 264
- * GiB), that is 16 TiB, or HAK_FIRST_SLOT (320 GiB) when 16 TiB is beyond a
- * small address space (39-bit aarch64) or ThreadSanitizer's ranges. */
-#if HAK_HOME_BASE == 0 && !defined(__SANITIZE_THREAD__)
+/* The home slot is HAK_HOME_BASE: 16 TiB up on x86-64, far from where Linux
+ * puts programs, libraries, heaps and stacks. Other regions (a home region
+ * taken by someone else, or full) take slots from HAK_FIRST_OTHER up. Where
+ * the home slot is low (4 GiB), that is 16 TiB, or HAK_FIRST_SLOT (324 GiB)
+ * when 16 TiB is beyond a small address space (39-bit aarch64) or
+ * ThreadSanitizer's ranges. */
+#if HAK_HOME_BASE < 4096u && !defined(__SANITIZE_THREAD__)
 #define HAK_FIRST_OTHER     4096u
 #else
 #define HAK_FIRST_OTHER     HAK_FIRST_SLOT
@@ -34,16 +36,27 @@ static uint64_t region_mapped(const struct hak_region *r) {
   return (uint64_t)__atomic_load_n(&r->ss_mapped, __ATOMIC_RELAXED) * _hak_classes[r->cls].ss_bytes;
 }
 
+/* The map entry of r's limit: its home index's or its slot's. */
+static uint64_t *map_limit(const struct hak_region *r) {
+  return r->home ? &_hak_region_map.home_limit[HAK_HOME_FIRST + r->slot] : &_hak_region_map.limit[r->slot];
+}
+
 /* Publishes the number of block starts below the end of r's mapped part. */
 static void map_publish_end(struct hak_region *r, const struct hak_class *k) {
   uint64_t blocks = (region_mapped(r) + k->size - 1) / k->size;
-  __atomic_store_n(&_hak_region_map.limit[r->slot], blocks * k->magic_unit, __ATOMIC_RELEASE);
+  __atomic_store_n(map_limit(r), blocks * k->magic_unit, __ATOMIC_RELEASE);
+}
+
+/* The region whose slot or home region holds a, or NULL (mapped or not). */
+static struct hak_region *region_at(uintptr_t a) {
+  uintptr_t t = a >> HAK_HOME_SHIFT;
+  if (t - HAK_HOME_FIRST < HAK_HOME_SLOTS) return _hak_region_map.home[t - HAK_HOME_FIRST];
+  return a >> HAK_REGION_SHIFT < HAK_REGION_SLOTS ? _hak_region_map.region[a >> HAK_REGION_SHIFT] : NULL;
 }
 
 const struct hak_region *_hak_region_holding(uintptr_t a) {
-  if (a >> HAK_REGION_SHIFT >= HAK_REGION_SLOTS) return NULL;
-  const struct hak_region *r = _hak_region_map.region[a >> HAK_REGION_SHIFT];
-  return r && a < r->base + region_mapped(r) ? r : NULL;
+  const struct hak_region *r = region_at(a);
+  return r && a >= r->base && a < r->base + region_mapped(r) ? r : NULL;
 }
 
 static inline struct hak_superslab **dir_slot(const struct hak_region *r, uint32_t index) {
@@ -123,34 +136,44 @@ static struct hak_superslab *region_grow(struct hak_region *r) {
   return ss;
 }
 
-/* Claims a free 4 GiB slot for class cls and maps its first SuperSlab. */
+/* Publishes r, just opened with its first SuperSlab, in the map. Slot lock held. */
+static void region_publish(struct hak_region *r, const struct hak_class *k) {
+  if (r->home) {
+    _hak_region_map.home[r->slot] = r;
+    __atomic_store_n(&_hak_region_map.home_magic[HAK_HOME_FIRST + r->slot], k->magic, __ATOMIC_RELEASE);
+  } else {
+    _hak_region_map.region[r->slot] = r;
+    _hak_region_map.front[r->slot] = (uint8_t)HAK_FRONT(r->cls);
+    __atomic_store_n(&_hak_region_map.magic[r->slot], k->magic, __ATOMIC_RELEASE);
+  }
+  map_publish_end(r, k);
+}
+
+/* Opens a region for class cls, its home region first, else a free 4 GiB
+ * slot, and maps its first SuperSlab. */
 static struct hak_region *region_open(unsigned cls) {
   const struct hak_class *k = &_hak_classes[cls];
-  uint32_t ss_cap = (uint32_t)(HAK_REGION_BYTES / k->ss_bytes);
   struct hak_region *r = _hak_os_meta_alloc(sizeof *r);
   if (!r) return NULL;                         /* arena memory is not returned */
   hak_lock(&_hak_lock_set.slot);
   for (unsigned tries = 0; tries < HAK_SLOT_TRIES; tries++) {
-    unsigned slot = tries == 0 ? HAK_HOME_BASE + HAK_FRONT(cls) : next_slot++;
-    if (slot >= HAK_REGION_SLOTS) break;
-    if (_hak_region_map.region[slot]) continue;
-    uintptr_t base = (uintptr_t)slot << HAK_REGION_SHIFT;
+    bool home = tries == 0;
+    unsigned slot = home ? HAK_FRONT(cls) : next_slot++;
+    if (!home && slot >= HAK_REGION_SLOTS) break;
+    if (home ? _hak_region_map.home[slot] != NULL : _hak_region_map.region[slot] != NULL) continue;
+    uintptr_t base = home ? (HAK_HOME_FIRST + slot) << HAK_HOME_SHIFT : (uintptr_t)slot << HAK_REGION_SHIFT;
+    uint64_t bytes = home ? HAK_HOME_BYTES : HAK_REGION_BYTES;
     struct hak_superslab **dir = r->dir;       /* kept from a failed try */
     uint32_t dir_cap = r->dir_cap;
-    *r = (struct hak_region){ .base = base, .slot = slot, .cls = (uint16_t)cls,
-                              .ss_cap = ss_cap, .dir = dir, .dir_cap = dir_cap };
+    *r = (struct hak_region){ .base = base, .slot = slot, .cls = (uint16_t)cls, .home = home,
+                              .ss_cap = (uint32_t)(bytes / k->ss_bytes), .dir = dir, .dir_cap = dir_cap };
     if (region_grow(r)) {
-      _hak_region_map.region[slot] = r;
-      _hak_region_map.front[slot] = (uint8_t)HAK_FRONT(cls);
-      HAK_ASSERT(slot >= HAK_FIRST_SLOT || slot == HAK_HOME_BASE + HAK_FRONT(cls));
-      __atomic_store_n(&_hak_region_map.magic[slot], k->magic, __ATOMIC_RELEASE);
-      map_publish_end(r, k);
+      HAK_ASSERT(home || slot >= HAK_FIRST_SLOT);
+      region_publish(r, k);
       hak_unlock(&_hak_lock_set.slot);
-      r->next = _hak_slab_pools[cls].regions;
-      _hak_slab_pools[cls].regions = r;
       return r;
     }
-    if (tries == 0) continue;                  /* the home slot is taken */
+    if (home) continue;                        /* the home region is taken */
     if (errno == ENOMEM && tries == 1 && HAK_FIRST_OTHER > HAK_FIRST_SLOT) {
       /* Either out of memory or above the top of a small address space:
        * try once low before giving up. */
@@ -163,23 +186,28 @@ static struct hak_region *region_open(unsigned cls) {
   return NULL;
 }
 
-/* Maps a new SuperSlab of class cls: the next one of a region with room,
- * else the first of a new region. NULL when out of memory or address
- * space. Pool lock held. */
+/* Maps a new SuperSlab of class cls: the next one of a region with room
+ * (the home region first: its blocks' frees are the inline free's), else
+ * the first of a new region, which goes after the others. NULL when out of
+ * memory or address space. Pool lock held. */
 struct hak_superslab *_hak_region_grow_class(unsigned cls) {
   struct hak_pool *pool = &_hak_slab_pools[cls];
-  for (struct hak_region *r = pool->regions; r; r = r->next)
+  struct hak_region **end = &pool->regions;
+  for (struct hak_region *r = pool->regions; r; end = &r->next, r = r->next)
     if (!r->full) {
       struct hak_superslab *ss = region_grow(r);
       if (ss) return ss;
     }
-  return region_open(cls) ? *dir_slot(pool->regions, 0) : NULL;
+  struct hak_region *r = region_open(cls);
+  if (!r) return NULL;
+  *end = r;
+  return *dir_slot(r, 0);
 }
 
 /* The slab holding block address a of class cls (a already validated). */
 struct hak_slab *_hak_region_slab_of(uintptr_t a, unsigned cls) {
   const struct hak_class *k = &_hak_classes[cls];
-  struct hak_region *r = _hak_region_map.region[hak_map_slot(a)];
+  struct hak_region *r = region_at(a);
   uint64_t off = a - r->base;
   uint64_t ss_index = off / k->ss_bytes;
   struct hak_superslab *ss = *dir_slot(r, (uint32_t)ss_index);

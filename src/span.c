@@ -18,7 +18,7 @@
  * pages of 32 KiB and more, one color), so a run holds its class's size and
  * the last color's offset (class_pages).
  *
- * The slot is HAK_SPAN_SLOT, the one after the home slots, so free's
+ * The slot is HAK_SPAN_SLOT, above the home slot, so free's
  * inline path sends span blocks on at its first compare, to the slow path
  * whose first step (span_push, api.c) finds the block's class in
  * _hak_span_front. Every change is made under the span lock; the

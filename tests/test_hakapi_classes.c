@@ -54,7 +54,10 @@ static void check_geometry(void) {
      * 2 MiB, a SuperSlab (a TLB's sets: class.c, the slab color). */
     for (unsigned d = 0; c < HAK_NTINY && d < c; d++)
       CHECKF(hot_page(d) != hot_page(c), "C%u and C%u start carving on page %u of 2 MiB", d, c, hot_page(c));
-    CHECKF(HAK_REGION_BYTES / k->ss_bytes >= 64, "C%u: a region holds few SuperSlabs", c);
+    /* A home region holds 16 SuperSlabs or more with 4 KiB pages, 3 or
+     * more with 64 KiB ones (C44's SuperSlab is 16 MiB there). */
+    CHECKF(HAK_HOME_BYTES / k->ss_bytes >= (_hak_os_page == HAK_PAGE_MIN ? 16u : 3u),
+           "C%u: a home region holds %llu SuperSlabs", c, (unsigned long long)(HAK_HOME_BYTES / k->ss_bytes));
     unsigned want_tier = c < HAK_NTINY ? HAK_TIER_TINY : c < HAK_NTINY + HAK_NL2 ? HAK_TIER_L2 : HAK_TIER_L25;
     CHECKF(k->tier == want_tier, "C%u tier %u", c, k->tier);
   }
@@ -172,8 +175,9 @@ static void check_aligned(void) {
   CHECK(_hak_class_for_aligned(100, 2 * HAK_MID_MAX) == -1);
 }
 
-/* Each slab class's first region is its home slot, so the inline free finds
- * the list from the slot number; a freed block is marked with HAK_FREE_KEY. */
+/* Each slab class's first region is its home region, 64 MiB of the home
+ * slot beside the others, so the inline free finds the list from the home
+ * index; a freed block is marked with HAK_FREE_KEY. */
 static void check_home_slots(void) {
   for (unsigned c = 0; c < HAK_SPAN_FIRST - 1; c++) {   /* the last: check_home_taken */
     if (!_hak_class_serves(c)) continue;              /* an idle split class: check_split */
@@ -183,9 +187,10 @@ static void check_home_slots(void) {
     void *p = hak_malloc(n);
     CHECKF(p != NULL, "C%u: malloc(%zu)", c, n);
     if (!p) continue;
-    uintptr_t slot = (uintptr_t)p >> HAK_REGION_SHIFT;
-    CHECKF(slot == HAK_HOME_BASE + HAK_FRONT(c), "C%u: block %p in slot %#lx, home is %#x", c, p,
-           (unsigned long)slot, HAK_HOME_BASE + HAK_FRONT(c));
+    uintptr_t t = (uintptr_t)p >> HAK_HOME_SHIFT;
+    CHECKF(t == HAK_HOME_FIRST + HAK_FRONT(c), "C%u: block %p at home index %#lx, its home is %#lx", c, p,
+           (unsigned long)t, (unsigned long)(HAK_HOME_FIRST + HAK_FRONT(c)));
+    CHECKF((uintptr_t)p >> HAK_REGION_SHIFT == HAK_HOME_BASE, "C%u: block %p outside the home slot", c, p);
     CHECKF(hak_block_class(p) == (int)c, "C%u: the map says class %d", c, hak_block_class(p));
     hak_free(p);
     CHECKF(((void **)p)[1] == HAK_FREE_KEY, "C%u: a freed block is not marked free", c);
@@ -258,16 +263,16 @@ static void check_span_blocks(void) {
   CHECK(hak_malloc_trim(0) == 1);
 }
 
-/* When someone else holds a class's home slot, the class opens a region
- * above the home slots; its blocks are freed by the slow path, which finds
+/* When someone else holds a class's home region, the class opens a region
+ * in a slot above the home slot; its blocks are freed by the slow path, which finds
  * the class in the map, and a double free is still caught there (the
  * misuse tests check the message). The last slab class is used by nothing
  * before this test. */
 static void check_home_taken(void) {
   unsigned c = HAK_SPAN_FIRST - 1;
-  uintptr_t home = (uintptr_t)(HAK_HOME_BASE + HAK_FRONT(c)) << HAK_REGION_SHIFT;
+  uintptr_t home = (uintptr_t)(HAK_HOME_FIRST + HAK_FRONT(c)) << HAK_HOME_SHIFT;
   void *taken = mmap((void *)home, HAK_PAGE_MIN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-  CHECKF(taken == (void *)home, "could not take the home slot of C%u at %#lx", c, (unsigned long)home);
+  CHECKF(taken == (void *)home, "could not take the home region of C%u at %#lx", c, (unsigned long)home);
   enum { N = 8 };
   void *p[N];
   for (int round = 0; round < 3; round++) {
@@ -288,6 +293,38 @@ static void check_home_taken(void) {
     }
   }
   munmap(taken, HAK_PAGE_MIN);
+}
+
+/* A class whose blocks outgrow its home region (64 MiB) goes on in a region
+ * of a slot above the home slot: every block is a block of its class, the
+ * next class's home region is untouched, and all of them free (the ones
+ * past home by the slow path) and are marked free. */
+static void check_home_full(void) {
+  unsigned c = HAK_NTINY + 11;                        /* 16 KiB: 64 MiB is 4,000 blocks */
+  size_t n = _hak_classes[c].size;
+  size_t count = HAK_HOME_BYTES / n + 64;
+  void **p = hak_malloc(count * sizeof *p);
+  CHECK(p != NULL);
+  if (!p) return;
+  size_t home = 0, away = 0;
+  for (size_t i = 0; i < count; i++) {
+    p[i] = hak_malloc(n);
+    CHECK(p[i] != NULL);
+    if (!p[i]) { count = i; break; }
+    uintptr_t a = (uintptr_t)p[i];
+    CHECKF(hak_block_class(p[i]) == (int)c, "block %zu at %p: class %d", i, p[i], hak_block_class(p[i]));
+    if (a >> HAK_HOME_SHIFT == HAK_HOME_FIRST + HAK_FRONT(c)) home++;
+    else if (a >> HAK_REGION_SHIFT >= HAK_FIRST_SLOT) away++;
+    else CHECKF(0, "block %zu at %p: neither home nor a slot of its own", i, p[i]);
+    *(size_t *)((char *)p[i] + n - sizeof(size_t)) = i;
+  }
+  CHECKF(home > 0 && away > 0 && home + away == count, "%zu blocks at home, %zu away, of %zu", home, away, count);
+  for (size_t i = 0; i < count; i++) {
+    CHECK(*(size_t *)((char *)p[i] + n - sizeof(size_t)) == i);
+    hak_free(p[i]);
+    CHECK(((void **)p[i])[1] == HAK_FREE_KEY);
+  }
+  hak_free(p);
 }
 
 /* Split class i (C12 + 2i, 288 to 480 B) serves nothing until a thread's
@@ -333,6 +370,7 @@ int main(void) {
   _hak_thread_init();                                 /* the OS page, then the classes */
   check_home_taken();
   check_home_slots();
+  check_home_full();
   check_span_blocks();
   check_geometry();
   check_divisibility();

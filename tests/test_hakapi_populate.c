@@ -142,7 +142,7 @@ int main(void) {
    * that slab from the carve color, the next from block 0 and up, every
    * block once. */
   const struct hak_class *k = &_hak_classes[c];
-  uint64_t first_off = first->start & (HAK_REGION_BYTES - 1);
+  uint64_t first_off = first->start & (HAK_HOME_BYTES - 1);   /* its home region */
   CHECKF(first_off == (uint64_t)k->first_slab * k->slab_bytes,
          "the region's first slab is at offset %llu, not at slab %u",
          (unsigned long long)first_off, k->first_slab);

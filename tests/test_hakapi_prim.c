@@ -46,7 +46,7 @@ static void check_list(unsigned f) {
   memcpy(&saved, &_hak_thread_tls, sizeof saved);
   void *b1[2] = {(void *)1, NULL}, *b2[2] = {(void *)2, NULL};
   intptr_t e = hak_prim_entry(f);
-  uintptr_t s = HAK_HOME_BASE + f;
+  uintptr_t s = HAK_HOME_FIRST + f;
   _hak_thread_tls.head[f] = NULL;
   _hak_thread_tls.credit[f] = 1;
   CHECK(hak_prim_head(e) == NULL);

@@ -11,7 +11,7 @@
  * tests/test_hardened.sh. tests/run.sh runs this test in the hardened
  * build only. */
 #include "testing.h"
-#include "hakmem_internal.h"              /* HAK_DELAY_MAX, HAK_REGION_SHIFT, HAK_PAGE_MAX */
+#include "hakmem_internal.h"              /* HAK_DELAY_MAX, HAK_HOME_SHIFT, HAK_PAGE_MAX */
 
 #include <malloc.h>
 #include <pthread.h>
@@ -35,7 +35,7 @@
 static size_t page;
 
 static void *launder(void *p) { __asm__ volatile("" : "+r"(p)); return p; }
-static uintptr_t region_base(const void *p) { return (uintptr_t)p >> HAK_REGION_SHIFT << HAK_REGION_SHIFT; }
+static uintptr_t region_base(const void *p) { return (uintptr_t)p >> HAK_HOME_SHIFT << HAK_HOME_SHIFT; }   /* a home region */
 
 /* A freed block waits for HAK_DELAY_MAX other frees of its class (48 bytes:
  * the full depth), then is the next one handed out. */
