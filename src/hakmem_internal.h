@@ -499,7 +499,8 @@ static inline uint32_t hak_slab_carve_first(const struct hak_slab *s) {
 /* ---- locks (lock.c) -------------------------------------------------------- */
 /* A spin-then-sleep lock with a rank. A thread holding a lock takes only
  * locks of a higher rank (debug builds check it on every acquisition), and
- * fork takes every lock of HAK_LOCKS in rank order. The holder counts its
+ * fork takes every lock of HAK_LOCKS in rank order (in a process that has
+ * had a second thread: lock.c). The holder counts its
  * acquisitions, and those that had to wait (relaxed stores: the counts are
  * read without the lock, by the reports). A waiter that spun long enough
  * sleeps in the kernel (a futex on held), and the unlock that finds held
@@ -579,7 +580,8 @@ extern struct hak_pool _hak_slab_pools[HAK_NCLS];
   X(META,   "meta",   _hak_lock_set.meta, 1, 0, "os.c: the metadata arena")
 /* Every lock outside a structure (the pools' lie in _hak_slab_pools), a
  * cache line each, together on one page (the set is aligned to its size).
- * Fork takes and frees every lock: when each lay beside its module's data,
+ * Fork takes and frees every lock (once the process has had a second
+ * thread: lock.c): when each lay beside its module's data,
  * on a page of its own, parent and child each took a copy-on-write fault
  * per page at every fork (docs/experiments.md, "Page faults"). */
 struct hak_lock_set {
@@ -611,7 +613,7 @@ enum hak_lock_kind {
 struct hak_lock_counts { const char *name, *doc; uint64_t acquired, contended; };
 void _hak_lock_init(void);                          /* the ranks (debug); first at init */
 void _hak_lock_counts(struct hak_lock_counts out[HAK_LOCK_KINDS]);
-void _hak_lock_fork_prepare(void);                  /* every lock, rank order   */
+void _hak_lock_fork_prepare(void);                  /* every lock, rank order (threaded) */
 void _hak_lock_fork_parent(void);
 void _hak_lock_fork_child(void);
 

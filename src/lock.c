@@ -116,12 +116,29 @@ void _hak_lock_order_drop(const hak_lock_t *l) {
 }
 
 /* ---- fork: every lock held across it, in rank order ------------------------ */
+/* A process that never had a second thread has no other thread to hold a
+ * lock across the fork (the forking thread holds none outside hakmem), so
+ * it takes none: taking them wrote three pages of locks (the lone ones and
+ * the pools') that the kernel had just shared between parent and child,
+ * and each side copied all three at its next write (6 faults a fork; a
+ * shell spawning its commands forks for each: docs/experiments.md,
+ * "Starting processes"). Set by the prepare handler the first time the
+ * process has had a second thread, and never written again (a write at
+ * every fork would copy its page), read by the two others, before any
+ * other thread can exist in either process. */
+static bool fork_locks;
+
 void _hak_lock_fork_prepare(void) {
+  if (!fork_locks) {
+    if (hak_prim_single_threaded()) return;
+    fork_locks = true;
+  }
   for (unsigned k = 0; k < HAK_LOCK_KINDS; k++)
     for (unsigned i = 0; i < table[k].count; i++) hak_lock(lock_at(&table[k], i));
 }
 
 void _hak_lock_fork_parent(void) {
+  if (!fork_locks) return;
   for (unsigned k = HAK_LOCK_KINDS; k-- > 0; )
     for (unsigned i = table[k].count; i-- > 0; ) hak_unlock(lock_at(&table[k], i));
 }
@@ -129,6 +146,7 @@ void _hak_lock_fork_parent(void) {
 /* The child has only the forking thread, which holds every lock: each is
  * made free again. */
 void _hak_lock_fork_child(void) {
+  if (!fork_locks) return;
   for (unsigned k = HAK_LOCK_KINDS; k-- > 0; )
     for (unsigned i = table[k].count; i-- > 0; ) atomic_store(&lock_at(&table[k], i)->held, 0);
   memset(held_ranks, 0, sizeof held_ranks);

@@ -22,6 +22,9 @@
  *                            credit, taking one (b's link = old head, through
  *                            hak_link_set); false when
  *                            it has none (credit left at -1)
+ *   hak_prim_single_threaded() true only while the process has never had a
+ *                            second thread (glibc 2.32 and later says so:
+ *                            __libc_single_threaded); the twin: false
  * Entry 0 reads NULL in every thread is checked at initialization
  * (_hak_class_table_init: hak_prim_head(0)); where it does not, the whole
  * size table is written at once so that no entry is 0. */
@@ -112,6 +115,15 @@ HAK_FAST bool hak_prim_home_push(uintptr_t t, void **b) {
   _hak_thread_tls.head[f] = b;
   return true;
 }
+#endif
+
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 32) && !HAK_PORTABLE
+#pragma GCC visibility push(default)     /* glibc's symbol, not one of ours */
+#include <sys/single_threaded.h>
+#pragma GCC visibility pop
+static inline bool hak_prim_single_threaded(void) { return __libc_single_threaded != 0; }
+#else
+static inline bool hak_prim_single_threaded(void) { return false; }
 #endif
 
 #endif

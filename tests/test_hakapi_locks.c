@@ -1,7 +1,8 @@
 /* The lock table: ranks follow the table's order, one per lock (debug
  * builds; the others leave them 0); the lone locks share a page; each lock
  * counts its acquisitions and the ones that had to wait; fork leaves every
- * lock free in the child; and in debug builds taking a lock of lower rank
+ * lock free in the child (a process that never had a second thread takes
+ * none across it); and in debug builds taking a lock of lower rank
  * than one held aborts with a line naming both; a lock another thread
  * holds when fork is called is free in the child. */
 #include "testing.h"
@@ -52,6 +53,19 @@ int main(void)
     /* The lone locks share a page (fork writes every lock). */
     CHECK((uintptr_t)&_hak_lock_set.totals / 4096 == (uintptr_t)&_hak_lock_set.meta / 4096);
 
+    /* fork in a process that never had a second thread takes no lock, in
+     * the parent or the child (where glibc says so: prim.h; elsewhere it
+     * takes them all). */
+    bool single = hak_prim_single_threaded();
+    uint64_t pools = counts_of("pool", 0), taken = single ? 0 : HAK_NCLS;
+    pid_t pid = fork();
+    if (pid == 0) _exit(counts_of("pool", 0) == pools + taken ? 0 : 1);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "single-threaded fork: child status %#x", status);
+    CHECKF(counts_of("pool", 0) == pools + taken, "single-threaded fork: %llu pool acquisitions, %llu before",
+           (unsigned long long)counts_of("pool", 0), (unsigned long long)pools);
+
     /* Counts: one acquisition each; a wait is contended. */
     uint64_t acquired = counts_of("large", 0), contended = counts_of("large", 1);
     hak_lock(&_hak_lock_set.large);
@@ -66,8 +80,12 @@ int main(void)
     CHECK(counts_of("large", 0) == acquired + 3);
     CHECK(counts_of("large", 1) == contended + 1);
 
-    /* fork: every lock free in the child, usable in rank order. */
-    pid_t pid = fork();
+    /* fork: with a second thread once, every lock taken across it (each
+     * pool lock once more), every lock free in the child, usable in rank
+     * order. */
+    CHECK(!hak_prim_single_threaded());
+    pools = counts_of("pool", 0);
+    pid = fork();
     if (pid == 0) {
         alarm(10);
         hak_lock(&_hak_lock_set.totals);
@@ -79,9 +97,9 @@ int main(void)
         hak_free(hak_malloc(100));
         _exit(0);
     }
-    int status = 0;
     waitpid(pid, &status, 0);
     CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+    CHECK(counts_of("pool", 0) == pools + HAK_NCLS);
 
     /* Each lock of the table, held by another thread when fork is called:
      * fork waits for it, and the child finds it free. (Before the table,
