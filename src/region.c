@@ -200,7 +200,7 @@ struct hak_superslab *_hak_region_grow_class(unsigned cls) {
     }
   struct hak_region *r = region_open(cls);
   if (!r) return NULL;
-  *end = r;
+  __atomic_store_n(end, r, __ATOMIC_RELAXED);   /* the purge reads pool->regions unlocked */
   return *dir_slot(r, 0);
 }
 

@@ -439,6 +439,9 @@ static void released_check(const struct hak_pool *pool, unsigned c) {
 static size_t purge_class(unsigned c, const struct hak_purge_policy *pp) {
   struct hak_pool *pool = &_hak_slab_pools[c];
   size_t released = 0;
+  /* A class with no region yet has nothing to give back; its lock is not
+   * written (after a fork, a write copies the pools' page). */
+  if (!__atomic_load_n(&pool->regions, __ATOMIC_RELAXED)) return 0;
   hak_lock(&pool->lock);
   _hak_slab_release_empty(pool);
   spare_released(pool, pp);
