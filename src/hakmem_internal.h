@@ -468,10 +468,8 @@ static inline struct hak_slab_cold *hak_slab_cold(const struct hak_slab *s) { re
  * slot, mapped from its base upwards one SuperSlab at a time. When it is
  * full (or the next address is taken) the class opens another region. */
 struct hak_region {
-  uintptr_t base;
-  uint32_t slot;                     /* its 4 GiB slot, or its home index - HAK_HOME_FIRST */
+  uintptr_t base;                    /* in slot HAK_HOME_BASE: a home region   */
   uint16_t cls;
-  bool     home;                     /* the class's home region                */
   uint32_t ss_mapped;                /* SuperSlabs mapped so far (pool lock)   */
   uint32_t ss_cap;                   /* SuperSlabs that fit in the region      */
   bool     full;

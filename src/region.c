@@ -36,9 +36,13 @@ static uint64_t region_mapped(const struct hak_region *r) {
   return (uint64_t)__atomic_load_n(&r->ss_mapped, __ATOMIC_RELAXED) * _hak_classes[r->cls].ss_bytes;
 }
 
+/* Is r a home region? They alone lie in slot HAK_HOME_BASE. */
+static bool region_home(const struct hak_region *r) { return r->base >> HAK_REGION_SHIFT == HAK_HOME_BASE; }
+
 /* The map entry of r's limit: its home index's or its slot's. */
 static uint64_t *map_limit(const struct hak_region *r) {
-  return r->home ? &_hak_region_map.home_limit[HAK_HOME_FIRST + r->slot] : &_hak_region_map.limit[r->slot];
+  return region_home(r) ? &_hak_region_map.home_limit[r->base >> HAK_HOME_SHIFT]
+                        : &_hak_region_map.limit[r->base >> HAK_REGION_SHIFT];
 }
 
 /* Publishes the number of block starts below the end of r's mapped part. */
@@ -138,13 +142,15 @@ static struct hak_superslab *region_grow(struct hak_region *r) {
 
 /* Publishes r, just opened with its first SuperSlab, in the map. Slot lock held. */
 static void region_publish(struct hak_region *r, const struct hak_class *k) {
-  if (r->home) {
-    _hak_region_map.home[r->slot] = r;
-    __atomic_store_n(&_hak_region_map.home_magic[HAK_HOME_FIRST + r->slot], k->magic, __ATOMIC_RELEASE);
+  if (region_home(r)) {
+    uintptr_t t = r->base >> HAK_HOME_SHIFT;
+    _hak_region_map.home[t - HAK_HOME_FIRST] = r;
+    __atomic_store_n(&_hak_region_map.home_magic[t], k->magic, __ATOMIC_RELEASE);
   } else {
-    _hak_region_map.region[r->slot] = r;
-    _hak_region_map.front[r->slot] = (uint8_t)HAK_FRONT(r->cls);
-    __atomic_store_n(&_hak_region_map.magic[r->slot], k->magic, __ATOMIC_RELEASE);
+    uintptr_t slot = r->base >> HAK_REGION_SHIFT;
+    _hak_region_map.region[slot] = r;
+    _hak_region_map.front[slot] = (uint8_t)HAK_FRONT(r->cls);
+    __atomic_store_n(&_hak_region_map.magic[slot], k->magic, __ATOMIC_RELEASE);
   }
   map_publish_end(r, k);
 }
@@ -160,12 +166,13 @@ static struct hak_region *region_open(unsigned cls) {
     bool home = tries == 0;
     unsigned slot = home ? HAK_FRONT(cls) : next_slot++;
     if (!home && slot >= HAK_REGION_SLOTS) break;
+    if (!home && slot >= HAK_HOME_BASE && slot <= HAK_SPAN_SLOT) continue;   /* the home and span slots */
     if (home ? _hak_region_map.home[slot] != NULL : _hak_region_map.region[slot] != NULL) continue;
     uintptr_t base = home ? (HAK_HOME_FIRST + slot) << HAK_HOME_SHIFT : (uintptr_t)slot << HAK_REGION_SHIFT;
     uint64_t bytes = home ? HAK_HOME_BYTES : HAK_REGION_BYTES;
     struct hak_superslab **dir = r->dir;       /* kept from a failed try */
     uint32_t dir_cap = r->dir_cap;
-    *r = (struct hak_region){ .base = base, .slot = slot, .cls = (uint16_t)cls, .home = home,
+    *r = (struct hak_region){ .base = base, .cls = (uint16_t)cls,
                               .ss_cap = (uint32_t)(bytes / k->ss_bytes), .dir = dir, .dir_cap = dir_cap };
     if (region_grow(r)) {
       HAK_ASSERT(home || slot >= HAK_FIRST_SLOT);
