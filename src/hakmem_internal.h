@@ -226,14 +226,17 @@ static inline __attribute__((always_inline)) bool hak_block_test(uint32_t x, uin
  * has magic = the class's divisibility constant, limit = K * magic_unit
  * where K is the number of block starts below the end of its mapped part,
  * and front = HAK_FRONT(its class); every other slot has limit = 0. So "a
- * is a block of ours" is one bound and hak_block_test((uint32_t)a,
- * magic[s], limit[s]): no scan, and no read of unmapped memory.
+ * is a block of ours" is one bound (s < slot_end) and hak_block_test(
+ * (uint32_t)a, magic[s], limit[s]): no scan, and no read of unmapped memory.
  * Home regions: class c's first region is the 64 MiB at home index
  * HAK_HOME_FIRST + HAK_FRONT(c) (an address's home index is a >> 26) when
  * that address is free, so the inline free knows the list from the index.
  * The home regions of every class lie side by side in slot HAK_HOME_BASE;
- * home_magic and home_limit are their magic and limit, for the same test on
- * the offset a % 64 MiB. Side by side, a process's classes
+ * home index i has its limit in home_word[i] and its magic in home_word[i +
+ * HAK_HOME_SLOTS], for the same test on the offset a % 64 MiB. Below
+ * HAK_HOME_FIRST the two overlap (a magic read there may be another index's
+ * limit), which the limit 0 makes harmless; every home region's pair lies in
+ * one 1 KiB run, one page of the process's. Side by side, a process's classes
  * share the kernel's page-table pages: a region of its own 4 GiB slot each
  * cost every class a page-table page more (a PMD), which every process
  * allocated, fork copied and exit freed (docs/experiments.md, "Starting
@@ -258,8 +261,10 @@ static inline __attribute__((always_inline)) bool hak_block_test(uint32_t x, uin
 #define HAK_FIRST_SLOT   (HAK_HOME_BASE + 80u)
 _Static_assert(HAK_NFRONT < 80, "the home slot and the span slot end below HAK_FIRST_SLOT");
 struct hak_map {
-  uint64_t home_limit[HAK_HOME_FIRST + HAK_HOME_SLOTS];   /* by home index */
-  uint64_t home_magic[HAK_HOME_FIRST + HAK_HOME_SLOTS];
+  uint64_t home_word[HAK_HOME_FIRST + 2 * HAK_HOME_SLOTS];   /* by home index: limit, then magic */
+  uint64_t slot_end;                         /* one past the highest slot of a region: no entry of a
+                                              * slot at or above it is read (a Large block's, a foreign
+                                              * pointer's), so a process's lookups touch one page */
   uint64_t limit[HAK_REGION_SLOTS];
   uint64_t magic[HAK_REGION_SLOTS];
   uint8_t  front[HAK_REGION_SLOTS];
@@ -1170,20 +1175,23 @@ void  _hak_api_free_tracked(void *p, const char *call);
 #endif
 HAK_FAST uint64_t hak_map_limit(uintptr_t slot) { return HAK_RACY_LOAD(_hak_region_map.limit[slot]); }
 HAK_FAST uint64_t hak_map_magic(uintptr_t slot) { return HAK_RACY_LOAD(_hak_region_map.magic[slot]); }
+static inline uint64_t *hak_home_limit(uintptr_t i) { return &_hak_region_map.home_word[i]; }
+static inline uint64_t *hak_home_magic(uintptr_t i) { return &_hak_region_map.home_word[i + HAK_HOME_SLOTS]; }
 
 /* Is a the start of a block of a home region? *t is its home index (the
  * inline free's test: one bound, the block test on a's offset in it). */
 HAK_FAST bool hak_home_is_block(uintptr_t a, uintptr_t *t) {
   uintptr_t i = *t = a >> HAK_HOME_SHIFT;
   return i < HAK_HOME_FIRST + HAK_HOME_SLOTS &&
-         hak_block_test((uint32_t)(a & (HAK_HOME_BYTES - 1)), HAK_RACY_LOAD(_hak_region_map.home_magic[i]),
-                        HAK_RACY_LOAD(_hak_region_map.home_limit[i]));
+         hak_block_test((uint32_t)(a & (HAK_HOME_BYTES - 1)), HAK_RACY_LOAD(*hak_home_magic(i)),
+                        HAK_RACY_LOAD(*hak_home_limit(i)));
 }
 
 /* Is a the start of a block of a region in a 4 GiB slot? *slot is the slot. */
 HAK_FAST bool hak_map_is_block(uintptr_t a, uintptr_t *slot) {
   uintptr_t s = *slot = a >> HAK_REGION_SHIFT;
-  return s < HAK_REGION_SLOTS && hak_block_test((uint32_t)a, hak_map_magic(s), hak_map_limit(s));
+  return s < HAK_RACY_LOAD(_hak_region_map.slot_end) &&
+         hak_block_test((uint32_t)a, hak_map_magic(s), hak_map_limit(s));
 }
 
 /* The class of p when p is the start of a block in a class region, else -1. */

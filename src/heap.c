@@ -93,6 +93,10 @@ struct hak_heap_s {
 
 typedef _Atomic(struct heap_seg *) seg_entry;
 HAK_ZERO_TABLE _Atomic(seg_entry *) _hak_heap_seg_map[HAK_REGION_SLOTS];  /* the segment map; leaves: metadata, never freed */
+/* One past the highest slot with a leaf: a lookup at or above it (every
+ * free of a block that is not a heap's, such as a Large block) reads no
+ * entry, so a process without heaps never touches the map's pages. */
+static _Atomic uintptr_t seg_end;
 static struct heap_seg *free_segs, *orphan_segs;
 static struct hak_heap_s *free_heaps, orphans;
 static uintptr_t free_key;           /* word 1 of a free block; never a program's value */
@@ -117,7 +121,7 @@ _Static_assert(HEAP_NCLS == 8 + 4 * 10, "classes up to HEAP_SMALL_MAX = 2^17");
 
 /* ---- the segment map --------------------------------------------------------- */
 static struct heap_seg *seg_lookup(uintptr_t a) {
-  if (a >> HAK_REGION_SHIFT >= HAK_REGION_SLOTS) return NULL;
+  if (a >> HAK_REGION_SHIFT >= atomic_load_explicit(&seg_end, memory_order_acquire)) return NULL;
   seg_entry *leaf = atomic_load_explicit(&_hak_heap_seg_map[a >> HAK_REGION_SHIFT], memory_order_acquire);
   if (!leaf) return NULL;
   return atomic_load_explicit(&leaf[(uint32_t)a >> HEAP_SEG_SHIFT], memory_order_acquire);
@@ -131,6 +135,8 @@ static bool seg_map_set(const struct heap_seg *s, struct heap_seg *to) {
       if (!to) continue;
       if (!(leaf = _hak_os_meta_alloc(HEAP_LEAF * sizeof *leaf))) return false;
       atomic_store_explicit(&_hak_heap_seg_map[a >> HAK_REGION_SHIFT], leaf, memory_order_release);
+      if (a >> HAK_REGION_SHIFT >= atomic_load_explicit(&seg_end, memory_order_relaxed))
+        atomic_store_explicit(&seg_end, (a >> HAK_REGION_SHIFT) + 1, memory_order_release);
     }
     atomic_store_explicit(&leaf[(uint32_t)a >> HEAP_SEG_SHIFT], to, memory_order_release);
   }

@@ -384,14 +384,15 @@ uint64_t _hak_os_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* ---- metadata arenas: bump allocation from 1 MiB chunks ----------------- */
-/* Two arenas: the metadata that is written when it is made, and the cold
- * side arrays (struct hak_slab_cold) that stay zero until a slab needs its
- * entry, so that untouched ones leave whole pages never faulted in rather
- * than gaps between hot headers. */
+/* ---- metadata arena: bump allocation from 1 MiB chunks ------------------- */
+/* Two kinds share each chunk: the metadata that is written when it is made,
+ * from the bottom up, and the cold side arrays (struct hak_slab_cold), from
+ * the top down, which stay zero until a slab needs its entry, so that
+ * untouched ones leave whole pages never faulted in rather than gaps
+ * between hot headers. One chunk for both keeps a small process's metadata
+ * in one mapping, and most often under one page-table page. */
 #define HAK_META_CHUNK (1u << 20)
-struct meta_arena { char *cur, *end; };
-static struct meta_arena meta_hot, meta_cold;
+static struct { char *low, *high; } meta;     /* the current chunk's free gap */
 
 /* A memory checker neither checks nor scans metadata (track.h). */
 static void *meta_map(size_t bytes) {
@@ -400,24 +401,24 @@ static void *meta_map(size_t bytes) {
   return p;
 }
 
-static void *meta_alloc(struct meta_arena *a, size_t bytes) {
+static void *meta_alloc(size_t bytes, bool cold) {
   bytes = (bytes + HAK_CACHELINE - 1) & ~(size_t)(HAK_CACHELINE - 1);
   if (bytes >= HAK_META_CHUNK / 4) {            /* big: a mapping of its own */
     size_t rounded = (bytes + HAK_PAGE_MIN - 1) & ~(size_t)(HAK_PAGE_MIN - 1);   /* a table: any page */
     return meta_map(rounded);
   }
   hak_lock(&_hak_lock_set.meta);
-  if ((size_t)(a->end - a->cur) < bytes) {
+  if ((size_t)(meta.high - meta.low) < bytes) {
     char *chunk = meta_map(HAK_META_CHUNK);
     if (!chunk) { hak_unlock(&_hak_lock_set.meta); return NULL; }
-    a->cur = chunk;
-    a->end = chunk + HAK_META_CHUNK;
+    meta.low = chunk;
+    meta.high = chunk + HAK_META_CHUNK;
   }
-  void *p = a->cur;
-  a->cur += bytes;
+  void *p = cold ? (meta.high -= bytes) : meta.low;
+  if (!cold) meta.low += bytes;
   hak_unlock(&_hak_lock_set.meta);
   return p;
 }
 
-void *_hak_os_meta_alloc(size_t bytes) { return meta_alloc(&meta_hot, bytes); }
-void *_hak_os_meta_alloc_cold(size_t bytes) { return meta_alloc(&meta_cold, bytes); }
+void *_hak_os_meta_alloc(size_t bytes) { return meta_alloc(bytes, false); }
+void *_hak_os_meta_alloc_cold(size_t bytes) { return meta_alloc(bytes, true); }

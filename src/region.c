@@ -41,7 +41,7 @@ static bool region_home(const struct hak_region *r) { return r->base >> HAK_REGI
 
 /* The map entry of r's limit: its home index's or its slot's. */
 static uint64_t *map_limit(const struct hak_region *r) {
-  return region_home(r) ? &_hak_region_map.home_limit[r->base >> HAK_HOME_SHIFT]
+  return region_home(r) ? hak_home_limit(r->base >> HAK_HOME_SHIFT)
                         : &_hak_region_map.limit[r->base >> HAK_REGION_SHIFT];
 }
 
@@ -145,9 +145,10 @@ static void region_publish(struct hak_region *r, const struct hak_class *k) {
   if (region_home(r)) {
     uintptr_t t = r->base >> HAK_HOME_SHIFT;
     _hak_region_map.home[t - HAK_HOME_FIRST] = r;
-    __atomic_store_n(&_hak_region_map.home_magic[t], k->magic, __ATOMIC_RELEASE);
+    __atomic_store_n(hak_home_magic(t), k->magic, __ATOMIC_RELEASE);
   } else {
     uintptr_t slot = r->base >> HAK_REGION_SHIFT;
+    if (slot >= _hak_region_map.slot_end) __atomic_store_n(&_hak_region_map.slot_end, slot + 1, __ATOMIC_RELEASE);
     _hak_region_map.region[slot] = r;
     _hak_region_map.front[slot] = (uint8_t)HAK_FRONT(r->cls);
     __atomic_store_n(&_hak_region_map.magic[slot], k->magic, __ATOMIC_RELEASE);
