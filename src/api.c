@@ -135,15 +135,35 @@ static __attribute__((noinline)) void free_by_kind(void *p, const char *call) {
   _hak_guard_foreign_free(p, call);
 }
 
+/* A block of a first chunk (region.c), every one of which the inline free
+ * sends here: onto this thread's list with the inline free's checks, or to
+ * its stash for good once its chunk is retired; anything else that lies in
+ * the first-chunk area goes to free_by_kind. */
+static __attribute__((noinline)) void chunk_free(void *p, const char *call) {
+  void **b = p;
+  int c = _hak_region_chunk_class((uintptr_t)p);
+  if (c < 0 || b[1] == HAK_FREE_KEY) { free_by_kind(p, call); return; }
+  if (_hak_region_chunk_retire((unsigned)c, b)) return;
+  if (HAK_HARDENED || !hak_home_push(HAK_FRONT((unsigned)c) + HAK_HOME_FIRST, b)) {
+    _hak_front_free_slow(p, (unsigned)c);
+    return;
+  }
+  b[1] = HAK_FREE_KEY;
+#if HAK_FAST_STATS
+  _hak_thread_tls.heap->stats.frees[c]++;
+#endif
+}
+
 /* HAK_SLOW: every free the inline path could not take. A span block goes
  * on its list (every span block comes here: its slot lies past the home
- * slots), or to the front's slow free when the list is full; everything
- * else is sorted by free_by_kind. */
+ * slots), or to the front's slow free when the list is full; a first
+ * chunk's block to chunk_free; everything else is sorted by free_by_kind. */
 void _hak_api_free_slow(void *p, const char *call) {
   unsigned f;
   int pushed = span_push(p, &f);
   if (HAK_LIKELY(pushed > 0)) return;
   if (pushed < 0) _hak_front_free_slow(p, f - 1);
+  else if (hak_chunk_holds((uintptr_t)p)) chunk_free(p, call);
   else free_by_kind(p, call);
 }
 

@@ -9,7 +9,8 @@
  *   class.c     the size classes, their geometry, the size table of malloc
  *   region.c    the ownership map and the class regions (64 MiB home regions
  *               side by side, then 4 GiB slots) that SuperSlabs are mapped
- *               into and unmapped from, at the top
+ *               into and unmapped from, at the top; the first chunks (each
+ *               class's first blocks, side by side in one area)
  *   superslab.c the SuperSlab lifecycle (HOT, DRAINING, EMPTY): fresh slabs
  *               out, empty slabs back, its purge, and the page moves that
  *               give free slabs' resident pages to other classes
@@ -48,7 +49,7 @@
  *               memcheck, ASan, or nothing: the default), one contract
  *
  * Who owns each mechanism: SuperSlab superslab.c (mapped by region.c);
- * ownership map region.c; thread front front.c (fast paths below); warm
+ * ownership map and first chunks region.c; thread front front.c (fast paths below); warm
  * pool refill.c; remote free, kept slabs and pages faulted in ahead
  * slab.c; rings
  * front.c; span heap span.c;
@@ -244,7 +245,9 @@ static inline __attribute__((always_inline)) bool hak_block_test(uint32_t x, uin
  * HAK_HOME_BASE; slot HAK_HOME_BASE holds the home regions only (its slot
  * entry stays limit 0); home index HAK_HOME_FIRST + f, f < HAK_HOME_SLOTS,
  * is class f - 1's home region, and every home index below HAK_HOME_FIRST
- * + 1 has limit 0, so the inline free's one compare needs no lower bound.
+ * + 1 has limit 0, so the inline free's one compare needs no lower bound
+ * (home index HAK_HOME_FIRST holds the first chunks, which the slow free
+ * frees: region.c).
  * Other regions take 4 GiB slots from HAK_FIRST_SLOT up. */
 #define HAK_REGION_SHIFT 32
 #define HAK_REGION_BYTES (1ull << HAK_REGION_SHIFT)
@@ -576,7 +579,7 @@ extern struct hak_pool _hak_slab_pools[HAK_NCLS];
   X(POOL,   "pool",   _hak_slab_pools[0].lock, HAK_NCLS, sizeof(struct hak_pool), \
     "slab.c: a class's shared pool, its SuperSlabs and regions (one per class)") \
   X(SPAN,   "span",   _hak_lock_set.span, 1, 0, "span.c: the span heap (every refill and spill of 40 KiB to 1 MiB)") \
-  X(SLOT,   "slot",   _hak_lock_set.slot, 1, 0, "region.c: claiming a 4 GiB slot for a region") \
+  X(SLOT,   "slot",   _hak_lock_set.slot, 1, 0, "region.c: claiming a 4 GiB slot for a region; the first chunks") \
   X(LARGE,  "large",  _hak_lock_set.large, 1, 0, "large.c: Large blocks and the range cache (every Large free, every foreign-pointer probe)") \
   X(HEAP,   "user_heaps", _hak_lock_set.user_heaps, 1, 0, "heap.c: first-class heaps' segment map, free headers and heaps, orphan segments") \
   X(PROF,   "prof",   _hak_lock_set.prof, 1, 0, "prof.c: the heap profiler's sites and sampled blocks (HAKMEM_PROF only)") \
@@ -854,6 +857,24 @@ const struct hak_region *_hak_region_holding(uintptr_t a);   /* a in its mapped 
 struct hak_superslab *_hak_region_grow_class(unsigned cls);  /* pool lock held */
 struct hak_superslab *_hak_region_top(const struct hak_region *r); /* pool lock held */
 void   _hak_region_unmap_top(struct hak_region *r);          /* pool lock held */
+/* First chunks (region.c says why): every slab class's first blocks, from a
+ * chunk of the area at home index HAK_HOME_FIRST, beside the other classes'.
+ * _hak_region_chunk_spent[c] (racy): no block to take; refills skip it, and
+ * every refill of a heap other than _hak_region_chunk_heap (racy). */
+#define HAK_CHUNK_BASE   ((uintptr_t)HAK_HOME_FIRST << HAK_HOME_SHIFT)
+#define HAK_CHUNK_AREA   (2u << 20)         /* one page-table page's span      */
+#define HAK_CHUNK_BYTES  (16u << 10)        /* a chunk at least ...            */
+#define HAK_CHUNK_BLOCKS 4u                 /* ... and at least this many blocks */
+#define HAK_CHUNK_FREES  1024u              /* slow frees of a chunk's blocks before it retires */
+_Static_assert(HAK_CHUNK_AREA <= HAK_HOME_BYTES && HAK_CHUNK_AREA % HAK_PAGE_MAX == 0,
+               "the area lies in home index HAK_HOME_FIRST, in whole pages");
+static inline bool hak_chunk_holds(uintptr_t a) { return a >> HAK_HOME_SHIFT == HAK_HOME_FIRST; }
+extern uint8_t _hak_region_chunk_spent[HAK_NCLS];
+extern struct hak_heap *_hak_region_chunk_heap;   /* the one heap they serve; NULL: none yet */
+unsigned _hak_region_chunk_take(struct hak_heap *h, unsigned c, unsigned max, void **chain);   /* 0: none */
+void     _hak_region_chunk_return(unsigned c, void *head, void *tail, unsigned n);
+bool     _hak_region_chunk_retire(unsigned c, void **b);   /* a slow free; true: b is stashed */
+int      _hak_region_chunk_class(uintptr_t a);   /* -1: not a carved block start */
 
 /* ---- superslab.c (pool lock held) --------------------------------------- */
 void   _hak_superslab_mapped(struct hak_superslab *ss, bool kept);
@@ -1078,6 +1099,7 @@ void   _hak_thread_visit_heaps(hak_thread_visit_fn fn, void *arg); /* registry l
   X(LARGE_CACHE_LIVE_PCT, NUMBER, 100, 0, 1000, NULL, "percent of the live Large bytes the cache may keep when that is more than HAKMEM_LARGE_CACHE_MB") \
   X(PURGE_DELAY_MS,  NUMBER, 50, 0, 60000, NULL, "ms before a free slab or cached Large range goes back to the OS, and an untouched thread list to the slabs") \
   X(EMPTY_KEEP,      NUMBER,  1, 0, 64, NULL,   "empty SuperSlabs per class kept committed for reuse") \
+  X(FIRST_CHUNKS,    NUMBER, 1, 0, 1, NULL,     "1: each slab class's first blocks come from a chunk beside the other classes' (one mapping, one page-table page) before the class maps a region of its own; 0: from its region") \
   X(PAGE_MOVES,      NUMBER, 1024, 0, HAK_PAGE_MOVES_MAX, NULL, "page ranges moved from other classes' free slabs and free span runs into fresh slabs, span runs and Large mappings (span runs' only) that may be outstanding (each may cost two kernel mappings; 0: no moves)") \
   X(PAGE_SIZE,       NUMBER, -1, HAK_PAGE_MIN, HAK_PAGE_MAX, "kernel", "bytes of the page hakmem maps, purges and guards in: a power of two from the kernel's page to 65536 (kernel: the kernel's)") \
   X(LIMIT_MB,        NUMBER,  0, 0, 100000000, "cgroup", "MiB hakmem may keep mapped (0: no limit); cgroup: the memory.max of the process's cgroup v2") \
@@ -1198,6 +1220,7 @@ HAK_FAST bool hak_map_is_block(uintptr_t a, uintptr_t *slot) {
 static inline int hak_block_class(const void *p) {
   uintptr_t i;
   if (hak_home_is_block((uintptr_t)p, &i)) return (int)(i - HAK_HOME_FIRST) - 1;
+  if (i == HAK_HOME_FIRST) return _hak_region_chunk_class((uintptr_t)p);
   return hak_map_is_block((uintptr_t)p, &i) ? (int)_hak_region_map.front[i] - 1 : -1;
 }
 

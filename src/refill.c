@@ -85,17 +85,15 @@ static void check_owned(const struct hak_heap *h, unsigned c) {
   }
 }
 
-/* About max blocks of class c for heap h's front (more, up to room, when a
- * slab's whole free list can go without a walk), as a list linked through
- * word 0 (each with word 1 = free key). Returns how many; 0 = out of memory.
- * A take that got blocks stops where its slab runs out: behind them, the
- * next slab's list could only be taken block by block, a cache miss each
- * with nothing to overlap it (batch_4t: 12% of its samples, on the link
- * load), while the next refill, with the list empty, takes it whole
- * (docs/experiments.md, "Spills and refills without extra walks"). */
-unsigned _hak_refill_take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain) {
+/* Up to max blocks of class c from h's slabs (more, up to room, when a
+ * slab's whole free list can go without a walk) onto *list. A take that got
+ * blocks stops where its slab runs out: behind them, the next slab's list
+ * could only be taken block by block, a cache miss each with nothing to
+ * overlap it (batch_4t: 12% of its samples, on the link load), while the
+ * next refill, with the list empty, takes it whole (docs/experiments.md,
+ * "Spills and refills without extra walks"). */
+static unsigned slabs_take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **list) {
   unsigned got = 0;
-  void *list = NULL;
   struct hak_slab *s = h->cur[c];
   if (s) h->stats.stage_current[c]++;
   bool waited = false;                  /* once a take: adopting may fail */
@@ -106,7 +104,7 @@ unsigned _hak_refill_take(struct hak_heap *h, unsigned c, unsigned max, unsigned
       h->cur[c] = s;
     }
     bool wait = !waited && carve_waits(h, c, s);
-    got += _hak_slab_pop(h, s, max - got, room - got, !wait, &list);
+    got += _hak_slab_pop(h, s, max - got, room - got, !wait, list);
     if (wait && got < max) {            /* s waits in the warm pool */
       h->warm[c][h->warm_n[c]++] = s;
       h->cur[c] = s = NULL;
@@ -121,6 +119,21 @@ unsigned _hak_refill_take(struct hak_heap *h, unsigned c, unsigned max, unsigned
       if (got) break;                   /* the next slab's list: whole, next time */
     }
   }
+  return got;
+}
+
+/* About max blocks of class c for heap h's front, as a list linked through
+ * word 0 (each with word 1 = free key): the class's first chunk while it
+ * has blocks for h (region.c), else its slabs. Returns how many; 0 = out of
+ * memory. */
+unsigned _hak_refill_take(struct hak_heap *h, unsigned c, unsigned max, unsigned room, void **chain) {
+  void *list = NULL;
+  unsigned got = 0;
+  if (!HAK_HARDENED && HAK_UNLIKELY(!HAK_RACY_LOAD(_hak_region_chunk_spent[c]))) {
+    struct hak_heap *served = HAK_RACY_LOAD(_hak_region_chunk_heap);
+    if (served == h || !served) got = _hak_region_chunk_take(h, c, max, &list);
+  }
+  if (!got) got = slabs_take(h, c, max, room, &list);
   h->stats.refills[c]++;
   _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak,
                        (int64_t)got * _hak_classes[c].size);

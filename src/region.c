@@ -237,3 +237,190 @@ void _hak_region_unmap_top(struct hak_region *r) {
   _hak_os_unmap((void *)ss->base, k->ss_bytes);
   r->full = false;
 }
+
+/* ---- first chunks ----------------------------------------------------------
+ * A program that uses a class for a few blocks only (every short program a
+ * shell starts: a `sort` uses 19 classes, most for one page) paid for each
+ * class a mapping of its own, a page-table page and the kernel's work for
+ * both at fork and exit; a window of page table costs about as much as a
+ * page fault here (docs/experiments.md, "First chunks"). So each slab
+ * class's first blocks come from its first chunk: HAK_CHUNK_BYTES or
+ * HAK_CHUNK_BLOCKS blocks (whichever is more) of whole OS pages, side by
+ * side with the other classes' in the first-chunk area, the HAK_CHUNK_AREA
+ * bytes at home index HAK_HOME_FIRST, which no class has. The area is one
+ * mapping, made at the first refill, in one page-table page.
+ * Its blocks never join a slab: a chain spilled from a list gives them to
+ * their class's stash (_hak_slab_return), and a refill takes the stash
+ * first, then carves the chunk; only when both are empty does the class's
+ * home region serve. The chunks serve one heap, the first to refill from
+ * them (the main thread's, as a rule): blocks of several threads side by
+ * side would share cache lines for as long as they live, and a worker's
+ * first free would come back to it from the stash (test_reuse).
+ * The inline free sends them to the slow free (their home index's limit
+ * stays 0), which finds the class in the byte table chunk_front. That
+ * costs a free about 45 instructions more, which a class that keeps
+ * cycling its first blocks would pay for good: after HAK_CHUNK_FREES slow
+ * frees of its chunk's blocks a class retires its chunk (by then it has
+ * paid about one page-table window), and each of its blocks freed from
+ * then on goes to the stash for good, so that its lists serve only blocks
+ * the inline free takes. Not in the hardened build (its carve order, guard
+ * pages and delayed reuse work on slabs), nor with HAKMEM_FIRST_CHUNKS=0.
+ * Invariants (slot lock): carved[c] <= blocks[c]; the stash holds stashed
+ * blocks, each a carved block of c's chunk, free (word 1 the free key);
+ * spent[c] == 0 whenever c is not retired and has a stashed or uncarved
+ * block, and spent[c] == 1 once c is retired; chunk_front[g] is
+ * HAK_FRONT(c) for every HAK_PAGE_MIN granule g of c's chunk, 0 past the
+ * chunks, and is written once, before the area holds a block. */
+struct chunk {
+  uint32_t at;                       /* its offset in the area (not its address:
+                                      * a tool scanning for leaks would take it
+                                      * for a pointer to its first block)       */
+  uint32_t blocks;                   /* the chunk's blocks; 0: the class has none */
+  uint32_t carved;                   /* handed out so far, in address order (racy reads) */
+  void    *stash;                    /* spilled blocks, linked through word 0  */
+  uint32_t stashed;
+  uint8_t  retired;                  /* its blocks leave the lists (racy reads) */
+  uint32_t frees;                    /* slow frees of its blocks (relaxed atomic) */
+};
+static struct chunk chunks[HAK_SPAN_FIRST];
+static uint8_t chunk_front[HAK_CHUNK_AREA / HAK_PAGE_MIN];
+static int area_state;               /* 0 not yet, 1 mapped, -1 none (slot lock) */
+uint8_t _hak_region_chunk_spent[HAK_NCLS];
+struct hak_heap *_hak_region_chunk_heap;   /* the heap the chunks serve (set once, slot lock) */
+
+/* Lays the chunks out, smallest class first, while they fit the area. */
+static size_t area_layout(void) {
+  const size_t page = _hak_os_page;
+  size_t at = 0;
+  for (unsigned c = 0; c < HAK_SPAN_FIRST; c++) {
+    const struct hak_class *k = &_hak_classes[c];
+    size_t bytes = (size_t)HAK_CHUNK_BLOCKS * k->size;
+    if (bytes < HAK_CHUNK_BYTES) bytes = HAK_CHUNK_BYTES;
+    bytes = (bytes + page - 1) & ~(page - 1);
+    if (at + bytes > HAK_CHUNK_AREA) break;
+    chunks[c].at = (uint32_t)at;
+    chunks[c].blocks = (uint32_t)(bytes / k->size);
+    for (size_t g = at / HAK_PAGE_MIN; g < (at + bytes) / HAK_PAGE_MIN; g++)
+      __atomic_store_n(&chunk_front[g], (uint8_t)HAK_FRONT(c), __ATOMIC_RELAXED);
+    at += bytes;
+  }
+  return at;
+}
+
+/* Maps the area at the first take: 1 when it holds chunks, else -1 for good
+ * (the option off, the hardened build, the address taken, out of memory).
+ * Slot lock held. */
+static int area_open(void) {
+  if (HAK_HARDENED || !_hak_options_get(HAK_OPT_FIRST_CHUNKS)) return -1;
+  size_t bytes = area_layout();
+  if (!bytes || !_hak_os_map_at(HAK_CHUNK_BASE, bytes)) {
+    memset(chunk_front, 0, sizeof chunk_front);
+    memset(chunks, 0, sizeof chunks);
+    return -1;
+  }
+  hak_track_mem_noaccess((void *)HAK_CHUNK_BASE, bytes);   /* no block handed out yet (track.h) */
+  return 1;
+}
+
+/* Debug builds: the invariants above, for class c. Slot lock held. */
+static void chunk_check(unsigned c) {
+  if (!HAK_DEBUG) return;
+  const struct chunk *ch = &chunks[c];
+  HAK_ASSERT(ch->carved <= ch->blocks);
+  uint32_t n = 0;
+  for (void *const *b = ch->stash; b; b = hak_link_get(b), n++) {
+    HAK_ASSERT(_hak_region_chunk_class((uintptr_t)b) == (int)c && b[1] == HAK_FREE_KEY);
+    HAK_ASSERT(n < ch->stashed);
+  }
+  HAK_ASSERT(n == ch->stashed);
+  HAK_ASSERT(ch->retired ? _hak_region_chunk_spent[c] == 1
+                         : !_hak_region_chunk_spent[c] || (!ch->stash && ch->carved == ch->blocks));
+}
+
+/* Up to max blocks of class c for heap h from its stash, then its chunk, as a list
+ * linked through word 0 (word 1 the free key), in *chain; how many. 0 marks
+ * the class spent until a spill stashes a block. */
+unsigned _hak_region_chunk_take(struct hak_heap *h, unsigned c, unsigned max, void **chain) {
+  hak_lock(&_hak_lock_set.slot);
+  if (!area_state) {
+    area_state = area_open();
+    __atomic_store_n(&_hak_region_chunk_heap, h, __ATOMIC_RELAXED);
+  }
+  if (h != _hak_region_chunk_heap) {
+    hak_unlock(&_hak_lock_set.slot);
+    *chain = NULL;
+    return 0;
+  }
+  struct chunk *ch = &chunks[c];
+  const uint32_t size = _hak_classes[c].size;
+  void *head = ch->stash, **tail = NULL;
+  unsigned got = 0;
+  for (void **b = head; got < max && b; b = hak_link_get(b)) { tail = b; got++; }
+  if (tail) {
+    ch->stash = hak_link_get(tail);
+    ch->stashed -= got;
+  }
+  for (; got < max && ch->carved < ch->blocks; got++) {
+    void **b = (void **)(HAK_CHUNK_BASE + ch->at + (uintptr_t)ch->carved * size);
+    hak_link_set(b, NULL);
+    b[1] = HAK_FREE_KEY;
+    if (tail) hak_link_set(tail, b);
+    else head = b;
+    tail = b;
+    __atomic_store_n(&ch->carved, ch->carved + 1, __ATOMIC_RELEASE);   /* a block start now */
+  }
+  if (tail) hak_link_set(tail, NULL);
+  if (!ch->stash && ch->carved == ch->blocks) __atomic_store_n(&_hak_region_chunk_spent[c], 1, __ATOMIC_RELAXED);
+  chunk_check(c);
+  hak_unlock(&_hak_lock_set.slot);
+  *chain = got ? head : NULL;
+  return got;
+}
+
+/* The chain head..tail, n blocks of class c's chunk, goes on its stash. */
+void _hak_region_chunk_return(unsigned c, void *head, void *tail, unsigned n) {
+  hak_lock(&_hak_lock_set.slot);
+  struct chunk *ch = &chunks[c];
+  hak_link_set(tail, ch->stash);
+  ch->stash = head;
+  ch->stashed += n;
+  if (!ch->retired) __atomic_store_n(&_hak_region_chunk_spent[c], 0, __ATOMIC_RELAXED);
+  chunk_check(c);
+  hak_unlock(&_hak_lock_set.slot);
+}
+
+/* The slow free of b, a live block of class c's chunk: true when c's chunk
+ * is retired (now, or by this free: the HAK_CHUNK_FREES-th) and b went to
+ * its stash for good; false: b goes on a list. */
+bool _hak_region_chunk_retire(unsigned c, void **b) {
+  struct chunk *ch = &chunks[c];
+  if (!__atomic_load_n(&ch->retired, __ATOMIC_RELAXED) &&
+      __atomic_fetch_add(&ch->frees, 1, __ATOMIC_RELAXED) < HAK_CHUNK_FREES)
+    return false;
+  b[1] = HAK_FREE_KEY;
+  hak_lock(&_hak_lock_set.slot);
+  __atomic_store_n(&ch->retired, 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&_hak_region_chunk_spent[c], 1, __ATOMIC_RELAXED);
+  hak_link_set(b, ch->stash);
+  ch->stash = b;
+  ch->stashed++;
+  chunk_check(c);
+  hak_unlock(&_hak_lock_set.slot);
+  _hak_stats_gauge_add(&_hak_stats_gauges.bytes_in_use, &_hak_stats_gauges.bytes_in_use_peak,
+                       -(int64_t)_hak_classes[c].size);
+  return true;
+}
+
+/* The class of a, a block start in a first chunk (carved: handed out once
+ * at least), else -1. No lock: a chunk's offset and front are written before
+ * its first block is carved, and carved only grows. */
+int _hak_region_chunk_class(uintptr_t a) {
+  uintptr_t o = a - HAK_CHUNK_BASE;
+  if (o >= HAK_CHUNK_AREA) return -1;
+  unsigned f = __atomic_load_n(&chunk_front[o / HAK_PAGE_MIN], __ATOMIC_RELAXED);
+  if (!f) return -1;
+  const struct chunk *ch = &chunks[f - 1];
+  const struct hak_class *k = &_hak_classes[f - 1];
+  uint64_t limit = (uint64_t)__atomic_load_n(&ch->carved, __ATOMIC_ACQUIRE) * k->magic_unit;
+  return hak_block_test((uint32_t)(o - ch->at), k->magic, limit) ? (int)f - 1 : -1;
+}
