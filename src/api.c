@@ -72,8 +72,11 @@ static void *malloc_slow(size_t n, bool written) {
 /* HAK_SLOW: every malloc the inline path could not serve. */
 void *_hak_api_malloc_slow(size_t n) { return malloc_slow(n, true); }
 
-/* A calloc's list pop missed (HAK_SLOW as the malloc's). */
+#if !HAK_TRACK
+/* A calloc's list pop missed (HAK_SLOW as the malloc's). Tracked builds
+ * have no list pop: their calloc is malloc and memset. */
 static HAK_SLOW void *calloc_slow(size_t n) { return malloc_slow(n, false); }
+#endif
 
 /* A live block of ours: its class (>= 0), or -1 when p is not a class block
  * start. A class block that is free is a double free of call. */
@@ -109,12 +112,7 @@ static inline int span_push(void *p, unsigned *f) {
   *f = HAK_RACY_LOAD(_hak_span_front[o >> HAK_SPAN_PAGE_SHIFT]);
   if (*f == 0 || (o & (HAK_SPAN_PAGE - 1)) != hak_span_start_offset(o) || b[1] == key) return 0;
   b[2] = NULL;                                  /* no longer known to be zero */
-  if (HAK_HARDENED || !hak_home_push(*f + HAK_HOME_FIRST, b)) return -1;   /* hardened: the delay first */
-  b[1] = key;
-#if HAK_FAST_STATS
-  _hak_thread_tls.heap->stats.frees[*f - 1]++;
-#endif
-  return 1;
+  return hak_list_push(*f + HAK_HOME_FIRST, b, key) ? 1 : -1;
 }
 
 /* A pointer that is not a span block with room on its list: a live block
@@ -144,14 +142,7 @@ static __attribute__((noinline)) void chunk_free(void *p, const char *call) {
   int c = _hak_region_chunk_class((uintptr_t)p);
   if (c < 0 || b[1] == HAK_FREE_KEY) { free_by_kind(p, call); return; }
   if (_hak_region_chunk_retire((unsigned)c, b)) return;
-  if (HAK_HARDENED || !hak_home_push(HAK_FRONT((unsigned)c) + HAK_HOME_FIRST, b)) {
-    _hak_front_free_slow(p, (unsigned)c);
-    return;
-  }
-  b[1] = HAK_FREE_KEY;
-#if HAK_FAST_STATS
-  _hak_thread_tls.heap->stats.frees[c]++;
-#endif
+  if (!hak_list_push(HAK_FRONT((unsigned)c) + HAK_HOME_FIRST, b, HAK_FREE_KEY)) _hak_front_free_slow(p, (unsigned)c);
 }
 
 /* HAK_SLOW: every free the inline path could not take. A span block goes

@@ -1249,6 +1249,22 @@ HAK_FAST bool hak_home_push(uintptr_t t, void **b) {
   return hak_prim_home_push(t, b);
 }
 
+/* Frees b, a block already checked (its start, not free) whose list is
+ * t - HAK_HOME_FIRST (t: a home index, as hak_home_push's): onto this
+ * thread's list while the list has credit, marked free with key
+ * (HAK_FREE_KEY, read once by the caller: the push's asm clobbers memory).
+ * false when the list has none (its credit is -1 then), and always in the
+ * hardened build, whose frees wait in the delay ring first. The inline
+ * free, the span free and the first-chunk free share it. */
+HAK_FAST bool hak_list_push(uintptr_t t, void **b, void *key) {
+  if (HAK_HARDENED || !hak_home_push(t, b)) return false;
+  b[1] = key;
+#if HAK_FAST_STATS
+  _hak_thread_tls.heap->stats.frees[t - HAK_HOME_FIRST - 1]++;   /* a list holds credit only once the heap exists */
+#endif
+  return true;
+}
+
 #if HAK_HARDENED
 /* Hardened build, at every malloc of class c: has the program written a
  * block waiting in h's delay ring of c since its free (word 0 not 0 any
@@ -1317,13 +1333,7 @@ HAK_FAST void hak_free_inline(void *p) {
     void **b = (void **)p;
     void *key = HAK_FREE_KEY;                 /* read once (the push's asm clobbers memory) */
     if (HAK_LIKELY(b[1] != key)) {
-      if (HAK_LIKELY(!HAK_HARDENED && hak_home_push(t, b))) {   /* hardened: the delay first */
-        b[1] = key;
-#if HAK_FAST_STATS
-        _hak_thread_tls.heap->stats.frees[t - HAK_HOME_FIRST - 1]++;
-#endif
-        return;
-      }
+      if (HAK_LIKELY(hak_list_push(t, b, key))) return;
       _hak_front_free_slow(p, (unsigned)(t - HAK_HOME_FIRST - 1));   /* a home region: its class */
       return;
     }
