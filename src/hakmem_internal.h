@@ -862,12 +862,16 @@ void   _hak_region_unmap_top(struct hak_region *r);          /* pool lock held *
  * _hak_region_chunk_spent[c] (racy): no block to take; refills skip it, and
  * every refill of a heap other than _hak_region_chunk_heap (racy). */
 #define HAK_CHUNK_BASE   ((uintptr_t)HAK_HOME_FIRST << HAK_HOME_SHIFT)
-#define HAK_CHUNK_AREA   (2u << 20)         /* one page-table page's span      */
+#define HAK_CHUNK_AREA   (5u << 18)         /* 1.25 MiB: the chunks' share of ... */
+#define HAK_META_FIRST   (HAK_CHUNK_BASE + HAK_CHUNK_AREA)   /* ... the 2 MiB one page-table
+                                             * page spans; the metadata arena's first chunk
+                                             * (os.c) starts after them, its hot bottom in it */
 #define HAK_CHUNK_BYTES  (16u << 10)        /* a chunk at least ...            */
 #define HAK_CHUNK_BLOCKS 4u                 /* ... and at least this many blocks */
 #define HAK_CHUNK_FREES  1024u              /* slow frees of a chunk's blocks before it retires */
-_Static_assert(HAK_CHUNK_AREA <= HAK_HOME_BYTES && HAK_CHUNK_AREA % HAK_PAGE_MAX == 0,
-               "the area lies in home index HAK_HOME_FIRST, in whole pages");
+_Static_assert(HAK_CHUNK_AREA < (2u << 20) && HAK_CHUNK_AREA % HAK_PAGE_MAX == 0 &&
+               HAK_CHUNK_BASE % (2u << 20) == 0,
+               "the area begins a page-table page's 2 MiB and leaves room in it, in whole pages");
 static inline bool hak_chunk_holds(uintptr_t a) { return a >> HAK_HOME_SHIFT == HAK_HOME_FIRST; }
 extern uint8_t _hak_region_chunk_spent[HAK_NCLS];
 extern struct hak_heap *_hak_region_chunk_heap;   /* the one heap they serve; NULL: none yet */

@@ -55,7 +55,12 @@ struct large_entry { uintptr_t addr; size_t bytes; size_t dirty; uint32_t freed_
  * A realloc moves the block (the guard page stays with its range). */
 #define HAK_LARGE_GUARD (HAK_HARDENED ? _hak_os_page : 0)
 
-/* Live blocks: open addressing, linear probing, backward-shift deletion. */
+/* Live blocks: open addressing, linear probing, backward-shift deletion.
+ * The first table, for the few Large blocks most programs have, comes from
+ * the metadata arena (beside the rest of a small process's metadata, not a
+ * mapping and a page-table page of its own) and stays there when a bigger
+ * one replaces it; bigger ones are mappings. */
+#define HAK_LARGE_TABLE_FIRST 64u
 static struct large_entry *table;
 static size_t table_cap, table_count, live_bytes;
 
@@ -80,9 +85,10 @@ static struct large_entry *table_find(uintptr_t addr) {
 }
 
 static bool table_grow(void) {
-  size_t cap = table_cap ? table_cap * 2 : 1024;
-  struct large_entry *t = _hak_os_map_table(cap * sizeof *t);
-  if (t) hak_track_meta(t, cap * sizeof *t);      /* its addresses keep no leak reachable */
+  size_t cap = !table_cap ? HAK_LARGE_TABLE_FIRST : table_cap == HAK_LARGE_TABLE_FIRST ? 1024 : table_cap * 2;
+  struct large_entry *t;
+  if (!table_cap) t = _hak_os_meta_alloc(cap * sizeof *t);   /* zeroed, not scanned (track.h) */
+  else if ((t = _hak_os_map_table(cap * sizeof *t))) hak_track_meta(t, cap * sizeof *t);   /* its addresses keep no leak reachable */
   if (!t) return false;
   for (size_t i = 0; i < table_cap; i++) {
     if (!table[i].addr) continue;
@@ -90,7 +96,7 @@ static bool table_grow(void) {
     while (t[j].addr) j = (j + 1) & (cap - 1);
     t[j] = table[i];
   }
-  _hak_os_unmap(table, table_cap * sizeof *table);
+  if (table_cap > HAK_LARGE_TABLE_FIRST) _hak_os_unmap(table, table_cap * sizeof *table);
   table = t;
   table_cap = cap;
   return true;

@@ -390,15 +390,35 @@ uint64_t _hak_os_now_ns(void) {
  * the top down, which stay zero until a slab needs its entry, so that
  * untouched ones leave whole pages never faulted in rather than gaps
  * between hot headers. One chunk for both keeps a small process's metadata
- * in one mapping, and most often under one page-table page. */
+ * in one mapping. The first chunk lies at HAK_META_FIRST, after the first
+ * chunks of blocks (region.c), when that address is free: a small process's
+ * metadata and first blocks then share one page-table page, where a chunk
+ * anywhere took one of its own, or two, as often as not (each a fault's
+ * worth of the kernel's time at start, fork and exit: docs/experiments.md,
+ * "The metadata beside the first chunks"). Not in the hardened build,
+ * whose metadata stays at an address the kernel chose. */
 #define HAK_META_CHUNK (1u << 20)
 static struct { char *low, *high; } meta;     /* the current chunk's free gap */
+static bool meta_first_tried;
 
 /* A memory checker neither checks nor scans metadata (track.h). */
 static void *meta_map(size_t bytes) {
   void *p = _hak_os_map_table(bytes);          /* counted, never refused */
   if (p) hak_track_meta(p, bytes);
   return p;
+}
+
+/* A chunk for the bump allocator: the first at HAK_META_FIRST if it can. */
+static void *meta_chunk(void) {
+  if (!HAK_HARDENED && !meta_first_tried) {
+    meta_first_tried = true;
+    void *p = _hak_os_map_table_at(HAK_META_FIRST, HAK_META_CHUNK);
+    if (p) {
+      hak_track_meta(p, HAK_META_CHUNK);
+      return p;
+    }
+  }
+  return meta_map(HAK_META_CHUNK);
 }
 
 static void *meta_alloc(size_t bytes, bool cold) {
@@ -409,7 +429,7 @@ static void *meta_alloc(size_t bytes, bool cold) {
   }
   hak_lock(&_hak_lock_set.meta);
   if ((size_t)(meta.high - meta.low) < bytes) {
-    char *chunk = meta_map(HAK_META_CHUNK);
+    char *chunk = meta_chunk();
     if (!chunk) { hak_unlock(&_hak_lock_set.meta); return NULL; }
     meta.low = chunk;
     meta.high = chunk + HAK_META_CHUNK;

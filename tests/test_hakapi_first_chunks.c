@@ -27,7 +27,7 @@ static void check_first_blocks(void) {
     void *p = hak_malloc(n);
     CHECKF(p != NULL, "C%u: malloc(%zu)", c, n);
     if (!p) continue;
-    /* Every Tiny class has a chunk; with pages of 64 KiB the area's 2 MiB
+    /* Every Tiny class has a chunk; with pages of 64 KiB the area's 1.25 MiB
      * may end before the largest classes. */
     CHECKF(in_area(p) || c >= HAK_NTINY, "C%u: first block %p not in the first-chunk area", c, p);
     if (!in_area(p)) { hak_free(p); continue; }
