@@ -893,6 +893,7 @@ size_t _hak_superslab_give(uintptr_t at, size_t need, unsigned skip, unsigned bu
 void   _hak_superslab_moved(long ranges, size_t bytes, int failed);   /* counts; ranges < 0: unmapped */
 struct hak_purge_policy;
 size_t _hak_superslab_purge(const struct hak_purge_policy *pp);   /* takes the pool locks */
+bool   _hak_superslab_any_region(void);   /* some class has a region (racy) */
 
 /* ---- slab.c ---------------------------------------------------------------- */
 unsigned _hak_slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, unsigned room, bool carve_ok, void **list);
@@ -1027,6 +1028,7 @@ void   _hak_span_fault_in(void *p, size_t n);
 #define HAK_SPAN_FAULT_IN (128u * 1024)
 bool   _hak_span_containing(uintptr_t a, uintptr_t *start, size_t *bytes);
 size_t _hak_span_purge(const struct hak_purge_policy *pp);
+bool   _hak_span_opened(void);            /* the span heap has pages (racy) */
 /* A pass spares as many pages as the span heap handed out in one of the
  * last HAK_SPAN_DEMAND_PASSES passes, up to HAK_SPAN_DEMAND_KEEP bytes. */
 #define HAK_SPAN_DEMAND_PASSES 16u

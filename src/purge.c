@@ -149,7 +149,20 @@ size_t _hak_purge_all(void) {
  * uptime). */
 static _Atomic uint32_t last_purge_ms;
 
+/* Could a pass give anything back: a class region, the span heap's pages or
+ * a cached Large range? (Racy reads: a stale answer only moves the pass to
+ * a later tick.) A process with none of them, such as a shell's child that
+ * takes a few blocks of the first chunks and exits, then writes nothing: a
+ * pass writes the purge state, the Large lock and the Large state, three
+ * pages that each cost a copy after a fork (docs/experiments.md, "The
+ * metadata beside the first chunks"). */
+static bool anything_held(void) {
+  return atomic_load_explicit(&_hak_stats_gauges.bytes_large_cached, memory_order_relaxed) > 0 ||
+         _hak_span_opened() || _hak_superslab_any_region();
+}
+
 void _hak_purge_tick(void) {
+  if (!anything_held()) return;                 /* before the clock: its code and page too */
   uint32_t now = _hak_os_now_ms(), last = atomic_load_explicit(&last_purge_ms, memory_order_relaxed);
   uint32_t delay = base_delay();
   uint32_t every = delay / 2 < HAK_PURGE_PASS_MS ? delay / 2 : HAK_PURGE_PASS_MS;

@@ -581,6 +581,8 @@ static bool held(const struct hak_purge_policy *pp, const struct span_page *e, i
  * pass HAK_SPAN_DEMAND_PASSES later purges. Runs that the demand and held()
  * leave to the pass may still stay for the learned delay (_hak_purge_due);
  * those two rules come first, so what they spare takes none of its hold. */
+bool _hak_span_opened(void) { return atomic_load_explicit(&span.opened, memory_order_relaxed); }
+
 size_t _hak_span_purge(const struct hak_purge_policy *pp) {
   if (!atomic_load_explicit(&span.opened, memory_order_acquire)) return 0;
   size_t released = 0;
