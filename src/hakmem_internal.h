@@ -783,6 +783,7 @@ struct hak_heap {
    * with its capacity. */
   uint32_t idle_look_ms;
   uint32_t idle_calls;                         /* slow paths since the last clock read */
+  struct hak_stats stats;                      /* beside the fields every slow path writes */
   void *seen_head[HAK_NCLS];
   int32_t seen_credit[HAK_NCLS];
   uint32_t seen_events[HAK_NCLS];
@@ -796,7 +797,6 @@ struct hak_heap {
   /* Split classes: slow-path requests of split i's coarse class seen
    * since the last decision, and how many of them split i could serve. */
   uint16_t split_seen[HAK_NSPLIT], split_low[HAK_NSPLIT];
-  struct hak_stats stats;
   struct hak_prof_thread prof;
 #if HAK_HARDENED
   void *delayed[HAK_NCLS][HAK_DELAY_MAX];      /* blocks waiting to be reused (front.c) */
