@@ -572,7 +572,8 @@ extern struct hak_pool _hak_slab_pools[HAK_NCLS];
  * stride, what it guards). Nesting today: a pool lock takes the slot lock
  * (a new region), and either, or the span lock, takes the Large lock (out
  * of memory: the range cache is dropped); the heap registry's lock, a pool
- * lock or the slot lock takes the metadata arena's. */
+ * lock, the slot lock or the Large lock (the Large table's first entries)
+ * takes the metadata arena's. */
 #define HAK_LOCKS(X) \
   X(TOTALS, "totals", _hak_lock_set.totals, 1, 0, "stats.c: the counters of exited threads") \
   X(HEAPS,  "heaps",  _hak_lock_set.heaps, 1, 0, "thread.c: the registry of thread heaps") \
