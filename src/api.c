@@ -109,7 +109,7 @@ static inline int span_push(void *p, unsigned *f) {
   void **b = p;
   void *key = HAK_FREE_KEY;
   uint32_t o = (uint32_t)a;
-  *f = HAK_RACY_LOAD(_hak_span_front[o >> HAK_SPAN_PAGE_SHIFT]);
+  *f = hak_span_front_at(o);
   if (*f == 0 || (o & (HAK_SPAN_PAGE - 1)) != hak_span_start_offset(o) || b[1] == key) return 0;
   b[2] = NULL;                                  /* no longer known to be zero */
   return hak_list_push(*f + HAK_HOME_FIRST, b, key) ? 1 : -1;

@@ -237,7 +237,13 @@ static inline __attribute__((always_inline)) bool hak_block_test(uint32_t x, uin
  * HAK_HOME_SLOTS], for the same test on the offset a % 64 MiB. Below
  * HAK_HOME_FIRST the two overlap (a magic read there may be another index's
  * limit), which the limit 0 makes harmless; every home region's pair lies in
- * one 1 KiB run, one page of the process's. Side by side, a process's classes
+ * one 1 KiB run, one page of the process's. The words below HAK_HOME_FIRST
+ * (free(NULL) reads word 0) are why the home slot is low: 128 KiB of zeros
+ * in libhakmem.so's image at 1 TiB, where 16 TiB took 2 MiB, and an image
+ * of 2 MiB or more is placed by the kernel on a 2 MiB boundary of its own,
+ * away from the other libraries' page-table pages. For the same reason the
+ * slot tables (1.5 MiB) are a mapping of their own, made when the first
+ * region outside the home slot opens. Side by side, a process's classes
  * share the kernel's page-table pages: a region of its own 4 GiB slot each
  * cost every class a page-table page more (a PMD), which every process
  * allocated, fork copied and exit freed (docs/experiments.md, "Starting
@@ -253,7 +259,7 @@ static inline __attribute__((always_inline)) bool hak_block_test(uint32_t x, uin
 #define HAK_REGION_BYTES (1ull << HAK_REGION_SHIFT)
 #define HAK_REGION_SLOTS (1u << 16)
 #if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
-#define HAK_HOME_BASE    4096u              /* 16 TiB: away from programs, libraries, JVM heaps */
+#define HAK_HOME_BASE    256u               /* 1 TiB: away from programs, libraries, JVM heaps */
 #else
 #define HAK_HOME_BASE    1u                 /* small address spaces, ThreadSanitizer's ranges */
 #endif
@@ -263,15 +269,19 @@ static inline __attribute__((always_inline)) bool hak_block_test(uint32_t x, uin
 #define HAK_HOME_FIRST   ((uintptr_t)HAK_HOME_BASE << (HAK_REGION_SHIFT - HAK_HOME_SHIFT))
 #define HAK_FIRST_SLOT   (HAK_HOME_BASE + 80u)
 _Static_assert(HAK_NFRONT < 80, "the home slot and the span slot end below HAK_FIRST_SLOT");
-struct hak_map {
-  uint64_t home_word[HAK_HOME_FIRST + 2 * HAK_HOME_SLOTS];   /* by home index: limit, then magic */
-  uint64_t slot_end;                         /* one past the highest slot of a region: no entry of a
-                                              * slot at or above it is read (a Large block's, a foreign
-                                              * pointer's), so a process's lookups touch one page */
+struct hak_slot_map {                        /* by slot */
   uint64_t limit[HAK_REGION_SLOTS];
   uint64_t magic[HAK_REGION_SLOTS];
   uint8_t  front[HAK_REGION_SLOTS];
   struct hak_region *region[HAK_REGION_SLOTS];
+};
+struct hak_map {
+  uint64_t home_word[HAK_HOME_FIRST + 2 * HAK_HOME_SLOTS];   /* by home index: limit, then magic */
+  uint64_t slot_end;                         /* one past the highest slot of a region: no entry of a
+                                              * slot at or above it is read (a Large block's, a foreign
+                                              * pointer's); 0 until slots is mapped (stored after it,
+                                              * with release) */
+  struct hak_slot_map *slots;                /* mapped by the first region outside the home slot */
   struct hak_region *home[HAK_HOME_SLOTS];   /* by home index - HAK_HOME_FIRST */
 };
 extern struct hak_map _hak_region_map;
@@ -1004,7 +1014,10 @@ _Static_assert(HAK_SPAN_PAGE == HAK_PAGE_MIN, "an OS page is a whole number of s
 #define HAK_SPAN_COLORS     8u
 #define HAK_SPAN_STEP_SHIFT 8
 #define HAK_SPAN_COLOR_STEP (1u << HAK_SPAN_STEP_SHIFT)
-extern uint8_t _hak_span_front[HAK_SPAN_PAGES];
+/* By span page: HAK_FRONT(class) at a used run's first page, else 0
+ * (span.c). A mapping of its own, made when the span heap opens (NULL
+ * before, stored with release). */
+extern uint8_t *_hak_span_front;
 /* Where a block starts in its span page: o is an offset in the slot,
  * o >> HAK_SPAN_PAGE_SHIFT its span page; a block start has
  * o % HAK_SPAN_PAGE equal to this. */
@@ -1202,8 +1215,6 @@ void  _hak_api_free_tracked(void *p, const char *call);
 #else
 #define HAK_RACY_LOAD(x) (x)
 #endif
-HAK_FAST uint64_t hak_map_limit(uintptr_t slot) { return HAK_RACY_LOAD(_hak_region_map.limit[slot]); }
-HAK_FAST uint64_t hak_map_magic(uintptr_t slot) { return HAK_RACY_LOAD(_hak_region_map.magic[slot]); }
 static inline uint64_t *hak_home_limit(uintptr_t i) { return &_hak_region_map.home_word[i]; }
 static inline uint64_t *hak_home_magic(uintptr_t i) { return &_hak_region_map.home_word[i + HAK_HOME_SLOTS]; }
 
@@ -1216,11 +1227,16 @@ HAK_FAST bool hak_home_is_block(uintptr_t a, uintptr_t *t) {
                         HAK_RACY_LOAD(*hak_home_limit(i)));
 }
 
+/* The slot tables when slot s is below slot_end (they exist then), else NULL. */
+HAK_FAST const struct hak_slot_map *hak_map_slots(uintptr_t s) {
+  return s < __atomic_load_n(&_hak_region_map.slot_end, __ATOMIC_ACQUIRE) ? _hak_region_map.slots : NULL;
+}
+
 /* Is a the start of a block of a region in a 4 GiB slot? *slot is the slot. */
 HAK_FAST bool hak_map_is_block(uintptr_t a, uintptr_t *slot) {
   uintptr_t s = *slot = a >> HAK_REGION_SHIFT;
-  return s < HAK_RACY_LOAD(_hak_region_map.slot_end) &&
-         hak_block_test((uint32_t)a, hak_map_magic(s), hak_map_limit(s));
+  const struct hak_slot_map *m = hak_map_slots(s);
+  return m && hak_block_test((uint32_t)a, HAK_RACY_LOAD(m->magic[s]), HAK_RACY_LOAD(m->limit[s]));
 }
 
 /* The class of p when p is the start of a block in a class region, else -1. */
@@ -1228,7 +1244,13 @@ static inline int hak_block_class(const void *p) {
   uintptr_t i;
   if (hak_home_is_block((uintptr_t)p, &i)) return (int)(i - HAK_HOME_FIRST) - 1;
   if (i == HAK_HOME_FIRST) return _hak_region_chunk_class((uintptr_t)p);
-  return hak_map_is_block((uintptr_t)p, &i) ? (int)_hak_region_map.front[i] - 1 : -1;
+  return hak_map_is_block((uintptr_t)p, &i) ? (int)_hak_region_map.slots->front[i] - 1 : -1;
+}
+
+/* The entry of offset o of the span slot: 0 before the heap opens. */
+static inline unsigned hak_span_front_at(uint32_t o) {
+  const uint8_t *f = __atomic_load_n(&_hak_span_front, __ATOMIC_ACQUIRE);
+  return f ? HAK_RACY_LOAD(f[o >> HAK_SPAN_PAGE_SHIFT]) : 0;
 }
 
 /* Is a (not NULL) a block start of class c: of a region of c, or a span
@@ -1236,10 +1258,10 @@ static inline int hak_block_class(const void *p) {
 HAK_FAST bool hak_link_plausible(uintptr_t a, unsigned c) {
   uintptr_t i;
   if (hak_home_is_block(a, &i)) return i == HAK_HOME_FIRST + HAK_FRONT(c);
-  if (hak_map_is_block(a, &i)) return _hak_region_map.front[i] == HAK_FRONT(c);
+  if (hak_map_is_block(a, &i)) return _hak_region_map.slots->front[i] == HAK_FRONT(c);
   uint32_t o = (uint32_t)a;
   return i == HAK_SPAN_SLOT && (o & (HAK_SPAN_PAGE - 1)) == hak_span_start_offset(o) &&
-         HAK_RACY_LOAD(_hak_span_front[o >> HAK_SPAN_PAGE_SHIFT]) == HAK_FRONT(c);
+         hak_span_front_at(o) == HAK_FRONT(c);
 }
 
 HAK_FAST void *hak_link_next(void *const *b, unsigned c) {

@@ -92,10 +92,13 @@ struct hak_heap_s {
 };
 
 typedef _Atomic(struct heap_seg *) seg_entry;
-HAK_ZERO_TABLE _Atomic(seg_entry *) _hak_heap_seg_map[HAK_REGION_SLOTS];  /* the segment map; leaves: metadata, never freed */
+/* The segment map: a leaf by 4 GiB slot (leaves: metadata, never freed).
+ * Its root (512 KiB) is a mapping of its own, made by the first segment, so
+ * a process without heaps maps none of it; never unmapped. */
+static _Atomic(seg_entry *) *seg_root;
 /* One past the highest slot with a leaf: a lookup at or above it (every
  * free of a block that is not a heap's, such as a Large block) reads no
- * entry, so a process without heaps never touches the map's pages. */
+ * entry. 0 until the root is mapped (stored after it, with release). */
 static _Atomic uintptr_t seg_end;
 static struct heap_seg *free_segs, *orphan_segs;
 static struct hak_heap_s *free_heaps, orphans;
@@ -122,19 +125,20 @@ _Static_assert(HEAP_NCLS == 8 + 4 * 10, "classes up to HEAP_SMALL_MAX = 2^17");
 /* ---- the segment map --------------------------------------------------------- */
 static struct heap_seg *seg_lookup(uintptr_t a) {
   if (a >> HAK_REGION_SHIFT >= atomic_load_explicit(&seg_end, memory_order_acquire)) return NULL;
-  seg_entry *leaf = atomic_load_explicit(&_hak_heap_seg_map[a >> HAK_REGION_SHIFT], memory_order_acquire);
+  seg_entry *leaf = atomic_load_explicit(&seg_root[a >> HAK_REGION_SHIFT], memory_order_acquire);
   if (!leaf) return NULL;
   return atomic_load_explicit(&leaf[(uint32_t)a >> HEAP_SEG_SHIFT], memory_order_acquire);
 }
 
 /* Points the entries of s's mapping at s (or at NULL). Heap lock held. */
 static bool seg_map_set(const struct heap_seg *s, struct heap_seg *to) {
+  if (!seg_root && !(seg_root = _hak_os_map_table(HAK_REGION_SLOTS * sizeof *seg_root))) return !to;
   for (uintptr_t a = s->base; a < s->base + s->bytes; a += HEAP_SEG) {
-    seg_entry *leaf = atomic_load_explicit(&_hak_heap_seg_map[a >> HAK_REGION_SHIFT], memory_order_relaxed);
+    seg_entry *leaf = atomic_load_explicit(&seg_root[a >> HAK_REGION_SHIFT], memory_order_relaxed);
     if (!leaf) {
       if (!to) continue;
       if (!(leaf = _hak_os_meta_alloc(HEAP_LEAF * sizeof *leaf))) return false;
-      atomic_store_explicit(&_hak_heap_seg_map[a >> HAK_REGION_SHIFT], leaf, memory_order_release);
+      atomic_store_explicit(&seg_root[a >> HAK_REGION_SHIFT], leaf, memory_order_release);
       if (a >> HAK_REGION_SHIFT >= atomic_load_explicit(&seg_end, memory_order_relaxed))
         atomic_store_explicit(&seg_end, (a >> HAK_REGION_SHIFT) + 1, memory_order_release);
     }

@@ -17,11 +17,11 @@
 
 HAK_ZERO_TABLE struct hak_map _hak_region_map;
 
-/* The home slot is HAK_HOME_BASE: 16 TiB up on x86-64, far from where Linux
+/* The home slot is HAK_HOME_BASE: 1 TiB up on x86-64, far from where Linux
  * puts programs, libraries, heaps and stacks. Other regions (a home region
- * taken by someone else, or full) take slots from HAK_FIRST_OTHER up. Where
- * the home slot is low (4 GiB), that is 16 TiB, or HAK_FIRST_SLOT (324 GiB)
- * when 16 TiB is beyond a small address space (39-bit aarch64) or
+ * taken by someone else, or full) take slots from HAK_FIRST_OTHER up: 16 TiB,
+ * or HAK_FIRST_SLOT (1.3 TiB on x86-64, 324 GiB where the home slot is at
+ * 4 GiB) when 16 TiB is beyond a small address space (39-bit aarch64) or
  * ThreadSanitizer's ranges. */
 #if HAK_HOME_BASE < 4096u && !defined(__SANITIZE_THREAD__)
 #define HAK_FIRST_OTHER     4096u
@@ -42,7 +42,7 @@ static bool region_home(const struct hak_region *r) { return r->base >> HAK_REGI
 /* The map entry of r's limit: its home index's or its slot's. */
 static uint64_t *map_limit(const struct hak_region *r) {
   return region_home(r) ? hak_home_limit(r->base >> HAK_HOME_SHIFT)
-                        : &_hak_region_map.limit[r->base >> HAK_REGION_SHIFT];
+                        : &_hak_region_map.slots->limit[r->base >> HAK_REGION_SHIFT];
 }
 
 /* Publishes the number of block starts below the end of r's mapped part. */
@@ -55,7 +55,8 @@ static void map_publish_end(struct hak_region *r, const struct hak_class *k) {
 static struct hak_region *region_at(uintptr_t a) {
   uintptr_t t = a >> HAK_HOME_SHIFT;
   if (t - HAK_HOME_FIRST < HAK_HOME_SLOTS) return _hak_region_map.home[t - HAK_HOME_FIRST];
-  return a >> HAK_REGION_SHIFT < HAK_REGION_SLOTS ? _hak_region_map.region[a >> HAK_REGION_SHIFT] : NULL;
+  const struct hak_slot_map *m = hak_map_slots(a >> HAK_REGION_SHIFT);
+  return m ? m->region[a >> HAK_REGION_SHIFT] : NULL;
 }
 
 const struct hak_region *_hak_region_holding(uintptr_t a) {
@@ -148,12 +149,21 @@ static void region_publish(struct hak_region *r, const struct hak_class *k) {
     __atomic_store_n(hak_home_magic(t), k->magic, __ATOMIC_RELEASE);
   } else {
     uintptr_t slot = r->base >> HAK_REGION_SHIFT;
+    struct hak_slot_map *m = _hak_region_map.slots;
+    m->region[slot] = r;
+    m->front[slot] = (uint8_t)HAK_FRONT(r->cls);
+    __atomic_store_n(&m->magic[slot], k->magic, __ATOMIC_RELEASE);
     if (slot >= _hak_region_map.slot_end) __atomic_store_n(&_hak_region_map.slot_end, slot + 1, __ATOMIC_RELEASE);
-    _hak_region_map.region[slot] = r;
-    _hak_region_map.front[slot] = (uint8_t)HAK_FRONT(r->cls);
-    __atomic_store_n(&_hak_region_map.magic[slot], k->magic, __ATOMIC_RELEASE);
   }
   map_publish_end(r, k);
+}
+
+/* The slot tables exist (mapped by the first region outside the home
+ * slot, never unmapped); false when the kernel refuses. Slot lock held. */
+static bool slots_map(void) {
+  if (_hak_region_map.slots) return true;
+  _hak_region_map.slots = _hak_os_map_table(sizeof *_hak_region_map.slots);
+  return _hak_region_map.slots != NULL;
 }
 
 /* Opens a region for class cls, its home region first, else a free 4 GiB
@@ -168,7 +178,8 @@ static struct hak_region *region_open(unsigned cls) {
     unsigned slot = home ? HAK_FRONT(cls) : next_slot++;
     if (!home && slot >= HAK_REGION_SLOTS) break;
     if (!home && slot >= HAK_HOME_BASE && slot <= HAK_SPAN_SLOT) continue;   /* the home and span slots */
-    if (home ? _hak_region_map.home[slot] != NULL : _hak_region_map.region[slot] != NULL) continue;
+    if (!home && !slots_map()) break;
+    if (home ? _hak_region_map.home[slot] != NULL : _hak_region_map.slots->region[slot] != NULL) continue;
     uintptr_t base = home ? (HAK_HOME_FIRST + slot) << HAK_HOME_SHIFT : (uintptr_t)slot << HAK_REGION_SHIFT;
     uint64_t bytes = home ? HAK_HOME_BYTES : HAK_REGION_BYTES;
     struct hak_superslab **dir = r->dir;       /* kept from a failed try */

@@ -91,7 +91,7 @@ static struct {
  * HAKMEM_PAGE_MOVES, unordered. Under the span lock. */
 HAK_ZERO_TABLE uint32_t _hak_span_moved_at[HAK_PAGE_MOVES_MAX];
 
-HAK_ZERO_TABLE uint8_t _hak_span_front[HAK_SPAN_PAGES];
+uint8_t *_hak_span_front;                /* hakmem_internal.h; at the slot's top (span_open) */
 
 /* The entry of _hak_span_front of a run at span page i. */
 static uint8_t *front_of(uint32_t i) { return &_hak_span_front[i]; }
@@ -152,26 +152,38 @@ static void free_run_set(uint32_t i, uint32_t len, bool dirty, uint32_t freed_ms
   bucket_insert(i);
 }
 
-/* The page table lies in the slot's last SPAN_TABLE_PAGES span pages,
- * mapped SPAN_TABLE_GROW bytes at a time as the runs grow: mapped whole at
- * the first span block, its 20 MiB counted against an address-space limit.
- * It starts, as the runs' mappings (SPAN_GROW at a time) end, on a
- * boundary of the biggest OS page. */
+/* The slot's last SPAN_TABLES_PAGES span pages hold the tables: the front
+ * table (_hak_span_front, 1 MiB, mapped whole when the heap opens), then
+ * the page table, mapped SPAN_TABLE_GROW bytes at a time as the runs grow
+ * (its 24 MiB counted against an address-space limit). They start, as the
+ * runs' mappings (SPAN_GROW at a time) end, on a 2 MiB boundary, so the
+ * first pages of both share one page-table page of the kernel's. */
+#define SPAN_FRONT_BYTES  ((size_t)HAK_SPAN_PAGES)
 #define SPAN_TABLE_BYTES  ((size_t)HAK_SPAN_PAGES * sizeof(struct span_page))
 #define SPAN_TABLE_PAGES  ((uint32_t)((SPAN_TABLE_BYTES + HAK_SPAN_PAGE - 1) / HAK_SPAN_PAGE))
-#define SPAN_RUN_PAGES    (HAK_SPAN_PAGES - SPAN_TABLE_PAGES)   /* span pages runs may take */
+#define SPAN_TABLES_ALIGN ((size_t)2 << 20)
+#define SPAN_TABLES_PAGES ((uint32_t)((SPAN_FRONT_BYTES + SPAN_TABLE_BYTES + SPAN_TABLES_ALIGN - 1) / \
+                                      SPAN_TABLES_ALIGN * SPAN_TABLES_ALIGN / HAK_SPAN_PAGE))
+#define SPAN_RUN_PAGES    (HAK_SPAN_PAGES - SPAN_TABLES_PAGES)   /* span pages runs may take */
 #define SPAN_TABLE_GROW   (64u << 10)
-_Static_assert(((uint64_t)SPAN_RUN_PAGES << HAK_SPAN_PAGE_SHIFT) % HAK_PAGE_MAX == 0 &&
+_Static_assert(((uint64_t)SPAN_RUN_PAGES << HAK_SPAN_PAGE_SHIFT) % SPAN_TABLES_ALIGN == 0 &&
+               SPAN_TABLES_ALIGN % HAK_PAGE_MAX == 0 && SPAN_FRONT_BYTES % HAK_PAGE_MAX == 0 &&
+               SPAN_FRONT_BYTES < SPAN_TABLES_ALIGN &&
                SPAN_TABLE_GROW % HAK_PAGE_MAX == 0 && SPAN_GROW % HAK_PAGE_MAX == 0,
-               "the span heap's mappings are whole OS pages");
+               "the span heap's mappings are whole OS pages; the tables start in one 2 MiB window");
 
-static void span_open(void) {
-  if (atomic_load_explicit(&span.opened, memory_order_relaxed)) return;
+/* Maps the front table and sets up the heap; false when the kernel refuses. */
+static bool span_open(void) {
+  if (atomic_load_explicit(&span.opened, memory_order_relaxed)) return true;
+  uintptr_t tables = SPAN_BASE + ((uintptr_t)SPAN_RUN_PAGES << HAK_SPAN_PAGE_SHIFT);
+  if (!_hak_os_map_table_at(tables, SPAN_FRONT_BYTES)) return false;
   span.unit = (uint32_t)(_hak_os_page >> HAK_SPAN_PAGE_SHIFT);
   span.unit_shift = (unsigned)__builtin_ctz(span.unit);
-  span.page = (struct span_page *)(SPAN_BASE + ((uintptr_t)SPAN_RUN_PAGES << HAK_SPAN_PAGE_SHIFT));
+  span.page = (struct span_page *)(tables + SPAN_FRONT_BYTES);
   for (unsigned b = 0; b < SPAN_BUCKETS; b++) span.bucket[b] = SPAN_NONE;
+  __atomic_store_n(&_hak_span_front, (uint8_t *)tables, __ATOMIC_RELEASE);
   atomic_store_explicit(&span.opened, true, memory_order_release);
+  return true;
 }
 
 /* The page table's entries of pages [0, end) are mapped. */
@@ -397,7 +409,7 @@ unsigned _hak_span_take(unsigned c, unsigned max, void **chain) {
   unsigned got = 0;
   if (max > SPAN_BATCH_MAX) max = SPAN_BATCH_MAX;
   hak_lock(&_hak_lock_set.span);
-  span_open();
+  if (!span_open()) max = 0;                 /* out of memory, or the slot's top is taken */
   while (got < max && (runs[got] = run_alloc(pages, c, &zero[got])) != SPAN_NONE) got++;
   span_check();
   hak_unlock(&_hak_lock_set.span);
