@@ -866,6 +866,7 @@ int      _hak_class_for_aligned(size_t n, size_t align); /* -1: none          */
 struct hak_slab *_hak_region_slab_of(uintptr_t a, unsigned cls);
 const struct hak_region *_hak_region_holding(uintptr_t a);   /* a in its mapped part; racy, for messages */
 struct hak_superslab *_hak_region_grow_class(unsigned cls);  /* pool lock held */
+bool _hak_region_any(void);                 /* some class has a region (racy) */
 struct hak_superslab *_hak_region_top(const struct hak_region *r); /* pool lock held */
 void   _hak_region_unmap_top(struct hak_region *r);          /* pool lock held */
 /* First chunks (region.c says why): every slab class's first blocks, from a
@@ -904,7 +905,6 @@ size_t _hak_superslab_give(uintptr_t at, size_t need, unsigned skip, unsigned bu
 void   _hak_superslab_moved(long ranges, size_t bytes, int failed);   /* counts; ranges < 0: unmapped */
 struct hak_purge_policy;
 size_t _hak_superslab_purge(const struct hak_purge_policy *pp);   /* takes the pool locks */
-bool   _hak_superslab_any_region(void);   /* some class has a region (racy) */
 
 /* ---- slab.c ---------------------------------------------------------------- */
 unsigned _hak_slab_pop(struct hak_heap *h, struct hak_slab *s, unsigned want, unsigned room, bool carve_ok, void **list);

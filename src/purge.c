@@ -158,7 +158,7 @@ static _Atomic uint32_t last_purge_ms;
  * metadata beside the first chunks"). */
 static bool anything_held(void) {
   return atomic_load_explicit(&_hak_stats_gauges.bytes_large_cached, memory_order_relaxed) > 0 ||
-         _hak_span_opened() || _hak_superslab_any_region();
+         _hak_span_opened() || _hak_region_any();
 }
 
 void _hak_purge_tick(void) {

@@ -30,6 +30,11 @@ HAK_ZERO_TABLE struct hak_map _hak_region_map;
 #endif
 #define HAK_SLOT_TRIES      256u
 static unsigned next_slot = HAK_FIRST_OTHER;
+/* Some class has a region (regions are never closed). Read by every purge
+ * tick, so it lies among the region layer's small state, which a process
+ * writes anyway: the pools' region lists, read in its place, were pages of
+ * zeros that each process faulted in. */
+static bool any_region;
 
 /* Bytes of r mapped so far, from its base. */
 static uint64_t region_mapped(const struct hak_region *r) {
@@ -220,8 +225,11 @@ struct hak_superslab *_hak_region_grow_class(unsigned cls) {
   struct hak_region *r = region_open(cls);
   if (!r) return NULL;
   __atomic_store_n(end, r, __ATOMIC_RELAXED);   /* the purge reads pool->regions unlocked */
+  if (!__atomic_load_n(&any_region, __ATOMIC_RELAXED)) __atomic_store_n(&any_region, true, __ATOMIC_RELAXED);
   return *dir_slot(r, 0);
 }
+
+bool _hak_region_any(void) { return __atomic_load_n(&any_region, __ATOMIC_RELAXED); }
 
 /* The slab holding block address a of class cls (a already validated). */
 struct hak_slab *_hak_region_slab_of(uintptr_t a, unsigned cls) {
@@ -350,7 +358,11 @@ static void chunk_check(unsigned c) {
 
 /* Up to max blocks of class c for heap h from its stash, then its chunk, as a list
  * linked through word 0 (word 1 the free key), in *chain; how many. 0 marks
- * the class spent until a spill stashes a block. */
+ * the class spent until a spill stashes a block. The carve stops at the end
+ * of the OS page where it starts, as mimalloc's free-list extension does: it
+ * writes each block it hands out, and a forked shell's child that wanted one
+ * block of 4 KiB wrote four pages, three of them copies of the parent's
+ * (docs/experiments.md, "libhakmem.so's image under 2 MiB"). */
 unsigned _hak_region_chunk_take(struct hak_heap *h, unsigned c, unsigned max, void **chain) {
   hak_lock(&_hak_lock_set.slot);
   if (!area_state) {
@@ -371,8 +383,11 @@ unsigned _hak_region_chunk_take(struct hak_heap *h, unsigned c, unsigned max, vo
     ch->stash = hak_link_get(tail);
     ch->stashed -= got;
   }
+  uintptr_t page_end = 0;
   for (; got < max && ch->carved < ch->blocks; got++) {
     void **b = (void **)(HAK_CHUNK_BASE + ch->at + (uintptr_t)ch->carved * size);
+    if (!page_end) page_end = hak_page_down((uintptr_t)b) + _hak_os_page;
+    else if ((uintptr_t)b >= page_end) break;
     hak_link_set(b, NULL);
     b[1] = HAK_FREE_KEY;
     if (tail) hak_link_set(tail, b);

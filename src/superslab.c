@@ -464,9 +464,3 @@ size_t _hak_superslab_purge(const struct hak_purge_policy *pp) {
   return released;
 }
 
-/* Reads only: the pools' page stays shared after a fork. */
-bool _hak_superslab_any_region(void) {
-  for (unsigned c = 0; c < HAK_NCLS; c++)
-    if (__atomic_load_n(&_hak_slab_pools[c].regions, __ATOMIC_RELAXED)) return true;
-  return false;
-}
