@@ -3,8 +3,8 @@
  * that refills; the slow free finds their class, puts them on the list,
  * catches a double free and an interior pointer; spilled ones are handed
  * out again, never two live at one address; other threads' refills and a
- * retired class's never come from a chunk; HAKMEM_FIRST_CHUNKS=0 turns them
- * off. The hardened build has none. */
+ * retired class's never come from a chunk; a carve stays in one OS page;
+ * HAKMEM_FIRST_CHUNKS=0 turns them off. The hardened build has none. */
 #include "testing.h"
 #include "hakmem.h"
 #include "hakmem_internal.h"
@@ -41,6 +41,38 @@ static void check_first_blocks(void) {
     CHECKF(q == p, "C%u: the freed block %p did not come back first (%p)", c, p, q);
     hak_free(q);
   }
+}
+
+/* A carve writes each block it hands out, so it stays in the OS page where
+ * it starts: a forked child that wants one block does not copy the
+ * parent's next pages. First in the test: every class's chunk is whole.
+ * Each class of 512 B and up (several blocks to a page at most) is asked
+ * for 8 blocks from its fresh chunk; they come back to its stash. */
+static void check_one_page_carve(void) {
+  hak_free(hak_malloc(16));                           /* the heap, which the chunks serve */
+  struct hak_heap *h = _hak_thread_tls.heap;
+  const uintptr_t page = (uintptr_t)_hak_os_page;
+  unsigned tried = 0;
+  for (unsigned c = 0; c < HAK_SPAN_FIRST; c++) {
+    if (_hak_classes[c].size < 512 || HAK_RACY_LOAD(_hak_region_chunk_spent[c])) continue;
+    void *chain = NULL;
+    unsigned got = _hak_region_chunk_take(h, c, 8, &chain);
+    if (!got) continue;                               /* no chunk: past the area's end */
+    tried++;
+    void **b = chain, **tail = NULL;
+    unsigned n = 0;
+    for (; b; tail = b, b = hak_link_get(b), n++) {
+      CHECKF((uintptr_t)b / page == (uintptr_t)chain / page, "C%u: block %u of a carve at %p, its first at %p",
+             c, n, (void *)b, chain);
+      CHECKF(n == 0 || (uintptr_t)b == (uintptr_t)tail + _hak_classes[c].size, "C%u: carve not in order", c);
+    }
+    CHECKF(n == got, "C%u: %u blocks on the chain, %u said", c, n, got);
+    CHECKF(got == (unsigned)((page - (uintptr_t)chain % page + _hak_classes[c].size - 1) / _hak_classes[c].size) ||
+           got == 8, "C%u: %u blocks of %u B carved from a fresh chunk (page %zu)", c, got, _hak_classes[c].size,
+           (size_t)page);
+    _hak_region_chunk_return(c, chain, tail, got);
+  }
+  CHECKF(tried > 0, "no class of 512 B or more has a chunk");
 }
 
 /* More blocks than a chunk holds, freed, then as many again: every live
@@ -161,6 +193,7 @@ int main(int argc, char **argv) {
     CHECKF(!any, "a chunk block with HAKMEM_FIRST_CHUNKS=0");
     TEST_END();
   }
+  check_one_page_carve();
   check_first_blocks();
   check_spill_and_reuse();
   check_bad_frees();
