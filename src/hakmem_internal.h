@@ -258,8 +258,12 @@ static inline __attribute__((always_inline)) bool hak_block_test(uint32_t x, uin
 #define HAK_REGION_SHIFT 32
 #define HAK_REGION_BYTES (1ull << HAK_REGION_SHIFT)
 #define HAK_REGION_SLOTS (1u << 16)
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__) && HAK_TRACK != 2
 #define HAK_HOME_BASE    256u               /* 1 TiB: away from programs, libraries, JVM heaps */
+#elif defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#define HAK_HOME_BASE    4096u              /* the ASan build: ASan's shadow and its gap reserve
+                                             * 2 GiB to 16 TiB, where the span slot cannot map;
+                                             * just past 16 TiB, it can */
 #else
 #define HAK_HOME_BASE    1u                 /* small address spaces, ThreadSanitizer's ranges */
 #endif
