@@ -37,15 +37,19 @@
 
 enum { SPAN_UNSET = 0, SPAN_FREE = 1, SPAN_USED = 2 };
 
-/* One entry per span page of the slot. Invariants (span_check, debug
- * builds): a run's first and last entries hold its length and state, the
- * last one with tail set when the run is longer than a span page, and its
- * inner entries are unset; runs tile span pages [0, top); a run's start and
- * length are multiples of span.unit; no two free runs touch; a free run is on
- * the bucket of its length; the _hak_span_front entry of a run's first
- * page i (front_of(i)) is HAK_FRONT(class) when the run is used, else 0,
- * and every other entry is 0; an unmapped run is free and
- * not dirty, and runs lie below mapped, in pages the page table maps. */
+/* One entry per span page of the slot, 8 bytes: a used run writes its
+ * first and last entries only, so the table pages a heap of used runs
+ * makes resident are a third of what 24-byte entries made (memcached's
+ * slab pages of 1 MiB: docs/experiments.md, "memcached's peak RSS").
+ * Invariants (span_check, debug builds): a run's first and last entries
+ * hold its length and state, the last one with tail set when the run is
+ * longer than a span page, and its inner entries are unset; runs tile span
+ * pages [0, top); a run's start and length are multiples of span.unit; no
+ * two free runs touch; a free run is on the bucket of its length; the
+ * _hak_span_front entry of a run's first page i (front_of(i)) is
+ * HAK_FRONT(class) when the run is used, else 0, and every other entry is
+ * 0; an unmapped run is free and not dirty, and runs lie below mapped, in
+ * pages both tables map. */
 struct span_page {
   uint32_t len;             /* run length in span pages                     */
   uint8_t  state;           /* SPAN_FREE / SPAN_USED                        */
@@ -54,11 +58,17 @@ struct span_page {
   uint8_t  unmapped;        /* free run: its pages are not mapped (given
                              * back when a mapping failed); mapped again
                              * when taken                                  */
-  uint32_t next, prev;      /* free run: its bucket's list                  */
-  uint32_t freed_ms;        /* free run: when it was last freed             */
-  uint32_t moved;           /* dirty free run: span pages at its end whose
-                             * pages moved to a class slab (superslab.c);
-                             * less than len                               */
+};
+_Static_assert(sizeof(struct span_page) == 8, "a page table entry is 8 bytes");
+
+/* A free run's own fields, at its first span page's index in span.free
+ * (meaningless for used runs, which never write them): its bucket's list,
+ * when it was freed, and, when dirty, the span pages at its end whose pages
+ * moved to a class slab (superslab.c), less than its length. */
+struct span_free {
+  uint32_t next, prev;
+  uint32_t freed_ms;
+  uint32_t moved;
 };
 
 /* The heap's first page: the start of its slot, fixed at build time. */
@@ -66,8 +76,9 @@ struct span_page {
 
 static struct {
   _Atomic bool opened;
-  struct span_page *page;   /* the page table (SPAN_TABLE)                  */
-  size_t table_mapped;      /* its bytes mapped so far                      */
+  struct span_page *page;   /* the page table                               */
+  struct span_free *free;   /* the free runs' fields, by the same index     */
+  uint32_t table_mapped;    /* entries of both mapped so far                */
   _Atomic uint32_t top;     /* span pages in runs                           */
   uint32_t mapped;          /* span pages mapped                            */
   uint64_t taken;           /* span pages handed out since the last purge pass */
@@ -103,21 +114,21 @@ static unsigned bucket_of(uint32_t len) {
 }
 
 static void bucket_insert(uint32_t i) {
-  struct span_page *e = &span.page[i];
-  unsigned b = bucket_of(e->len);
+  struct span_free *e = &span.free[i];
+  unsigned b = bucket_of(span.page[i].len);
   e->prev = SPAN_NONE;
   e->next = span.bucket[b];
-  if (e->next != SPAN_NONE) span.page[e->next].prev = i;
+  if (e->next != SPAN_NONE) span.free[e->next].prev = i;
   span.bucket[b] = i;
   span.nonempty[b / 64] |= 1ull << (b % 64);
 }
 
 static void bucket_remove(uint32_t i) {
-  struct span_page *e = &span.page[i];
-  unsigned b = bucket_of(e->len);
-  if (e->prev != SPAN_NONE) span.page[e->prev].next = e->next;
+  struct span_free *e = &span.free[i];
+  unsigned b = bucket_of(span.page[i].len);
+  if (e->prev != SPAN_NONE) span.free[e->prev].next = e->next;
   else span.bucket[b] = e->next;
-  if (e->next != SPAN_NONE) span.page[e->next].prev = e->prev;
+  if (e->next != SPAN_NONE) span.free[e->next].prev = e->prev;
   if (span.bucket[b] == SPAN_NONE) span.nonempty[b / 64] &= ~(1ull << (b % 64));
 }
 
@@ -147,29 +158,32 @@ static void free_run_set(uint32_t i, uint32_t len, bool dirty, uint32_t freed_ms
   run_set(i, len, SPAN_FREE, 0);
   span.page[i].dirty = dirty;
   span.page[i].unmapped = 0;
-  span.page[i].freed_ms = freed_ms;
-  span.page[i].moved = 0;
+  span.free[i].freed_ms = freed_ms;
+  span.free[i].moved = 0;
   bucket_insert(i);
 }
 
 /* The slot's last SPAN_TABLES_PAGES span pages hold the tables: the front
  * table (_hak_span_front, 1 MiB, mapped whole when the heap opens), then
- * the page table, mapped SPAN_TABLE_GROW bytes at a time as the runs grow
- * (its 24 MiB counted against an address-space limit). They start, as the
- * runs' mappings (SPAN_GROW at a time) end, on a 2 MiB boundary, so the
- * first pages of both share one page-table page of the kernel's. */
+ * the page table and the free runs' fields, each mapped SPAN_TABLE_GROW
+ * entries at a time as the runs grow (their 24 MiB counted against an
+ * address-space limit). They start, as the runs' mappings (SPAN_GROW at a
+ * time) end, on a 2 MiB boundary, so the first pages of the front and page
+ * tables share one page-table page of the kernel's. */
 #define SPAN_FRONT_BYTES  ((size_t)HAK_SPAN_PAGES)
-#define SPAN_TABLE_BYTES  ((size_t)HAK_SPAN_PAGES * sizeof(struct span_page))
-#define SPAN_TABLE_PAGES  ((uint32_t)((SPAN_TABLE_BYTES + HAK_SPAN_PAGE - 1) / HAK_SPAN_PAGE))
+#define SPAN_PAGE_BYTES   ((size_t)HAK_SPAN_PAGES * sizeof(struct span_page))
+#define SPAN_TABLE_BYTES  ((size_t)HAK_SPAN_PAGES * (sizeof(struct span_page) + sizeof(struct span_free)))
 #define SPAN_TABLES_ALIGN ((size_t)2 << 20)
 #define SPAN_TABLES_PAGES ((uint32_t)((SPAN_FRONT_BYTES + SPAN_TABLE_BYTES + SPAN_TABLES_ALIGN - 1) / \
                                       SPAN_TABLES_ALIGN * SPAN_TABLES_ALIGN / HAK_SPAN_PAGE))
 #define SPAN_RUN_PAGES    (HAK_SPAN_PAGES - SPAN_TABLES_PAGES)   /* span pages runs may take */
-#define SPAN_TABLE_GROW   (64u << 10)
+#define SPAN_TABLE_GROW   8192u                                 /* entries */
 _Static_assert(((uint64_t)SPAN_RUN_PAGES << HAK_SPAN_PAGE_SHIFT) % SPAN_TABLES_ALIGN == 0 &&
                SPAN_TABLES_ALIGN % HAK_PAGE_MAX == 0 && SPAN_FRONT_BYTES % HAK_PAGE_MAX == 0 &&
-               SPAN_FRONT_BYTES < SPAN_TABLES_ALIGN &&
-               SPAN_TABLE_GROW % HAK_PAGE_MAX == 0 && SPAN_GROW % HAK_PAGE_MAX == 0,
+               SPAN_FRONT_BYTES < SPAN_TABLES_ALIGN && SPAN_PAGE_BYTES % HAK_PAGE_MAX == 0 &&
+               HAK_SPAN_PAGES % SPAN_TABLE_GROW == 0 &&
+               SPAN_TABLE_GROW * sizeof(struct span_page) % HAK_PAGE_MAX == 0 &&
+               SPAN_TABLE_GROW * sizeof(struct span_free) % HAK_PAGE_MAX == 0 && SPAN_GROW % HAK_PAGE_MAX == 0,
                "the span heap's mappings are whole OS pages; the tables start in one 2 MiB window");
 
 /* Maps the front table and sets up the heap; false when the kernel refuses. */
@@ -180,19 +194,25 @@ static bool span_open(void) {
   span.unit = (uint32_t)(_hak_os_page >> HAK_SPAN_PAGE_SHIFT);
   span.unit_shift = (unsigned)__builtin_ctz(span.unit);
   span.page = (struct span_page *)(tables + SPAN_FRONT_BYTES);
+  span.free = (struct span_free *)(tables + SPAN_FRONT_BYTES + SPAN_PAGE_BYTES);
   for (unsigned b = 0; b < SPAN_BUCKETS; b++) span.bucket[b] = SPAN_NONE;
   __atomic_store_n(&_hak_span_front, (uint8_t *)tables, __ATOMIC_RELEASE);
   atomic_store_explicit(&span.opened, true, memory_order_release);
   return true;
 }
 
-/* The page table's entries of pages [0, end) are mapped. */
+/* Both tables' entries of pages [0, end) are mapped. */
 static bool table_map_to(uint32_t end) {
-  size_t need = ((size_t)end * sizeof *span.page + SPAN_TABLE_GROW - 1) / SPAN_TABLE_GROW * SPAN_TABLE_GROW;
-  size_t most = (size_t)SPAN_TABLE_PAGES << HAK_SPAN_PAGE_SHIFT;
-  if (need > most) need = most;
-  if (need <= span.table_mapped) return true;
-  if (!_hak_os_map_table_at((uintptr_t)span.page + span.table_mapped, need - span.table_mapped)) return false;
+  uint32_t have = span.table_mapped;
+  uint32_t need = end > HAK_SPAN_PAGES - SPAN_TABLE_GROW ? HAK_SPAN_PAGES
+                                                        : (end + SPAN_TABLE_GROW - 1) / SPAN_TABLE_GROW * SPAN_TABLE_GROW;
+  if (need <= have) return true;
+  size_t page_bytes = (size_t)(need - have) * sizeof *span.page, free_bytes = (size_t)(need - have) * sizeof *span.free;
+  if (!_hak_os_map_table_at((uintptr_t)&span.page[have], page_bytes)) return false;
+  if (!_hak_os_map_table_at((uintptr_t)&span.free[have], free_bytes)) {
+    _hak_os_unmap(&span.page[have], page_bytes);
+    return false;
+  }
   span.table_mapped = need;
   return true;
 }
@@ -222,7 +242,7 @@ static uint32_t best_fit(uint32_t len) {
     uint64_t bits = span.nonempty[b / 64] >> (b % 64);
     if (bits) return span.bucket[b + (unsigned)__builtin_ctzll(bits)];
   }
-  for (uint32_t j = span.bucket[0]; j != SPAN_NONE; j = span.page[j].next)
+  for (uint32_t j = span.bucket[0]; j != SPAN_NONE; j = span.free[j].next)
     if (span.page[j].len >= len) return j;
   return SPAN_NONE;
 }
@@ -289,14 +309,15 @@ static uint32_t run_alloc(uint32_t len, unsigned c, bool *zero) {
   uint32_t i = best_fit(len), fresh = SPAN_NONE;   /* where its pages are not resident */
   if (i != SPAN_NONE) {
     struct span_page e = span.page[i];
+    struct span_free f = span.free[i];
     if (!e.dirty) fresh = i;
     if (e.unmapped && !pages_remap(i, len)) return SPAN_NONE;
     bucket_remove(i);
     run_clear(i, e.len);
     if (e.len > len) {                       /* the rest, with the moved pages at its end */
-      free_run_set(i + len, e.len - len, e.dirty, e.freed_ms);
+      free_run_set(i + len, e.len - len, e.dirty, f.freed_ms);
       span.page[i + len].unmapped = e.unmapped;
-      span.page[i + len].moved = e.moved < e.len - len ? e.moved : 0;
+      span.free[i + len].moved = f.moved < e.len - len ? f.moved : 0;
     }
     if (!e.dirty) atomic_fetch_add(&_hak_stats_gauges.bytes_reused, (int64_t)len << HAK_SPAN_PAGE_SHIFT);
   } else {                                   /* at the top, with the free run that ends there */
@@ -317,7 +338,6 @@ static uint32_t run_alloc(uint32_t len, unsigned c, bool *zero) {
   }
   run_set(i, len, SPAN_USED, HAK_FRONT(c));
   span.page[i].unmapped = 0;                 /* mapped again above, or never unmapped */
-  span.page[i].moved = 0;
   span.taken += len;
   size_t moved = 1;
   if (fresh != SPAN_NONE && fresh < i + len) {
@@ -366,7 +386,7 @@ static void span_check(void) {
   if (!HAK_DEBUG) return;
   uint32_t top = atomic_load_explicit(&span.top, memory_order_relaxed);
   bool last_free = false;
-  HAK_ASSERT(top <= span.mapped && (size_t)span.mapped * sizeof *span.page <= span.table_mapped);
+  HAK_ASSERT(top <= span.mapped && span.mapped <= span.table_mapped);
   for (uint32_t i = 0; i < top; ) {
     const struct span_page *e = &span.page[i], *last = &span.page[i + e->len - 1];
     HAK_ASSERT(e->len >= 1 && i + e->len <= top && !e->tail);
@@ -375,12 +395,12 @@ static void span_check(void) {
     HAK_ASSERT(e->len == 1 || (last->len == e->len && last->state == e->state && last->tail));
     HAK_ASSERT((e->state == SPAN_USED) == (*front_of(i) != 0));
     HAK_ASSERT(!e->unmapped || (e->state == SPAN_FREE && !e->dirty));
-    HAK_ASSERT(!e->moved || (e->state == SPAN_FREE && e->dirty && e->moved < e->len));
+    HAK_ASSERT(e->state != SPAN_FREE || !span.free[i].moved || (e->dirty && span.free[i].moved < e->len));
     HAK_ASSERT(!(last_free && e->state == SPAN_FREE));
     if (e->len > 2) HAK_ASSERT(span.page[i + 1].state == SPAN_UNSET);
     if (e->state == SPAN_FREE) {
       uint32_t j = span.bucket[bucket_of(e->len)];
-      while (j != SPAN_NONE && j != i) j = span.page[j].next;
+      while (j != SPAN_NONE && j != i) j = span.free[j].next;
       HAK_ASSERT(j == i);
     }
     last_free = e->state == SPAN_FREE;
@@ -570,8 +590,9 @@ static uint64_t pass_keep(void) {
  * of a later, lower burst wait for the next (clang++: 1.8% fewer faults at
  * the same peak RSS, docs/experiments.md, "Span runs held below the
  * process's peak RSS"). */
-static bool held(const struct hak_purge_policy *pp, const struct span_page *e, int64_t *room) {
-  if (!_hak_purge_young(pp, e->freed_ms)) return false;
+static bool held(const struct hak_purge_policy *pp, uint32_t i, int64_t *room) {
+  const struct span_page *e = &span.page[i];
+  if (!_hak_purge_young(pp, span.free[i].freed_ms)) return false;
   if (*room < 0) {
     size_t r = _hak_os_peak_room();
     *room = r > HAK_PEAK_HOLD_MARGIN ? (int64_t)(r - HAK_PEAK_HOLD_MARGIN) : 0;
@@ -605,25 +626,26 @@ size_t _hak_span_purge(const struct hak_purge_policy *pp) {
   bool left_dirty = false;
   span.taken = 0;
   for (unsigned b = 1; b <= SPAN_BUCKETS; b++)          /* bucket 0 (the longest) last */
-    for (uint32_t i = span.bucket[b % SPAN_BUCKETS]; i != SPAN_NONE; i = span.page[i].next) {
+    for (uint32_t i = span.bucket[b % SPAN_BUCKETS]; i != SPAN_NONE; i = span.free[i].next) {
       struct span_page *e = &span.page[i];
+      struct span_free *f = &span.free[i];
       if (pp->force && !e->unmapped) {      /* its address space too (out of memory, malloc_trim) */
         pages_unmap(i, e->len);
         if (e->dirty) released += (size_t)e->len << HAK_SPAN_PAGE_SHIFT;
         e->unmapped = 1;
         e->dirty = 0;
-        e->moved = 0;
+        f->moved = 0;
         continue;
       }
-      if (!e->dirty || !_hak_purge_aged(pp, e->freed_ms)) { left_dirty |= e->dirty; continue; }
+      if (!e->dirty || !_hak_purge_aged(pp, f->freed_ms)) { left_dirty |= e->dirty; continue; }
       if (e->len <= keep) { keep -= e->len; left_dirty = true; continue; }
-      if (held(pp, e, &room)) { left_dirty = true; continue; }
-      if (!_hak_purge_due(pp, e->freed_ms, (size_t)e->len << HAK_SPAN_PAGE_SHIFT)) { left_dirty = true; continue; }
+      if (held(pp, i, &room)) { left_dirty = true; continue; }
+      if (!_hak_purge_due(pp, f->freed_ms, (size_t)e->len << HAK_SPAN_PAGE_SHIFT)) { left_dirty = true; continue; }
       _hak_os_purge((void *)(SPAN_BASE + ((uintptr_t)i << HAK_SPAN_PAGE_SHIFT)), (size_t)e->len << HAK_SPAN_PAGE_SHIFT);
       if ((size_t)e->len << HAK_SPAN_PAGE_SHIFT > largest) largest = (size_t)e->len << HAK_SPAN_PAGE_SHIFT;
-      released += (size_t)(e->len - e->moved) << HAK_SPAN_PAGE_SHIFT;
+      released += (size_t)(e->len - f->moved) << HAK_SPAN_PAGE_SHIFT;
       e->dirty = 0;
-      e->moved = 0;
+      f->moved = 0;
     }
   if (!pp->force) _hak_purge_recent_add(&span.purged, released, largest, pp->now_ms);
   span_unmap_top(pp->force);
@@ -659,19 +681,20 @@ static unsigned nonempty_below(unsigned lim) {
 
 /* Moves the pages of bucket b's free dirty runs, from their ends. */
 static void give_bucket(struct span_give *g, unsigned b) {
-  for (uint32_t i = span.bucket[b]; i != SPAN_NONE && give_more(g); i = span.page[i].next) {
+  for (uint32_t i = span.bucket[b]; i != SPAN_NONE && give_more(g); i = span.free[i].next) {
     struct span_page *e = &span.page[i];
+    struct span_free *f = &span.free[i];
     g->looked++;
     if (!e->dirty || e->unmapped) continue;
-    uint32_t left = e->len - e->moved;
+    uint32_t left = e->len - f->moved;
     size_t n = (size_t)left << HAK_SPAN_PAGE_SHIFT;
     if (n > g->need - g->moved) n = g->need - g->moved;
     int r = _hak_os_move_pages((void *)(page_addr(i + left) - n), n, (void *)(g->at + g->moved));
     if (r <= 0) { *g->failed = r < 0 ? 2 : 1; return; }
     g->moved += n;
     ++*g->calls;
-    e->moved += (uint32_t)(n >> HAK_SPAN_PAGE_SHIFT);
-    if (e->moved == e->len) { e->dirty = 0; e->moved = 0; }
+    f->moved += (uint32_t)(n >> HAK_SPAN_PAGE_SHIFT);
+    if (f->moved == e->len) { e->dirty = 0; f->moved = 0; }
   }
 }
 
@@ -706,7 +729,7 @@ void _hak_span_stats(struct hak_span_stats *out) {
   out->run_bytes = (uint64_t)atomic_load_explicit(&span.top, memory_order_relaxed) << HAK_SPAN_PAGE_SHIFT;
   out->mapped_bytes = (uint64_t)span.mapped << HAK_SPAN_PAGE_SHIFT;
   for (unsigned b = 0; b < SPAN_BUCKETS; b++)
-    for (uint32_t i = span.bucket[b]; i != SPAN_NONE; i = span.page[i].next) {
+    for (uint32_t i = span.bucket[b]; i != SPAN_NONE; i = span.free[i].next) {
       uint64_t bytes = (uint64_t)span.page[i].len << HAK_SPAN_PAGE_SHIFT;
       out->free_runs++;
       out->free_bytes += bytes;
